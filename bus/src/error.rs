@@ -1,0 +1,55 @@
+//! Errors of the bus crate: `DomainError` for rule violations decided without I/O, `Error` for
+//! everything that touched the event log.
+//!
+//! Deliberately does not map to HTTP statuses or wire codes: that is the gateway's job.
+
+/// A command the rules refuse. Pure: produced by `decide`, never by I/O.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DomainError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("signal not found")]
+    NotFound,
+    #[error("recipient is not registered")]
+    UnknownRecipient,
+    /// The command does not apply in the signal's current state (the reason says which).
+    #[error("refused: {0}")]
+    Refused(&'static str),
+}
+
+impl DomainError {
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Self::Invalid(msg.into())
+    }
+}
+
+pub type DomainResult<T> = std::result::Result<T, DomainError>;
+
+/// Everything that can go wrong in the bus crate, including the event log.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    /// A compare-and-set append lost: the subject's last sequence was not the expected one.
+    #[error("append lost a race on {subject} (expected last seq {expected}, found {found:?})")]
+    Conflict { subject: String, expected: u64, found: Option<u64> },
+    /// The log could not take or give the event; nothing was accepted.
+    #[error("event log unavailable: {0}")]
+    Unavailable(String),
+    #[error("event could not be decoded: {0}")]
+    Decode(String),
+    #[error("event could not be encoded: {0}")]
+    Encode(String),
+    #[error("event log storage: {0}")]
+    Storage(String),
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::Storage(e.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,360 @@
+//! The event catalog: every fact signalbus records, in the past tense, wrapped in one envelope
+//! (seeds/000 "Signal envelope"), and the subject each event is stored under.
+//!
+//! Deliberately does not decide whether an event may happen (`signal.rs`, `send.rs` do) nor
+//! how it is stored (`log/`). Adding an optional field is compatible (named-field MessagePack,
+//! `#[serde(default)]`); renaming or removing one is a new `schema_version`.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::catalog::{Category, DeliveryClass};
+use crate::names::subject_token;
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: u16 = 1;
+
+/// Send-time resolution of the recipient (CONTRACT §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecipientState {
+    Available,
+    NotAvailableStale,
+    NotAvailableOffline,
+}
+
+/// What the bus did at send time (SPEC-071 §4.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PublishPath {
+    PushedToWs,
+    BufferedForPiggyback,
+    QueuedOffline,
+}
+
+/// How a signal reached its recipient (CONTRACT §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveredVia {
+    WsPush,
+    StartupDrain,
+    Piggyback,
+    Inbox,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionKind {
+    Daemon,
+    Shim,
+    Interactive,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Surface {
+    Ws,
+    Piggyback,
+}
+
+macro_rules! wire_names {
+    ($($ty:ident { $($variant:ident => $name:literal),* $(,)? })*) => {$(
+        impl $ty {
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$variant => $name),* }
+            }
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $($name => Some($ty::$variant),)* _ => None }
+            }
+        }
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+
+wire_names! {
+    RecipientState { Available => "available", NotAvailableStale => "not_available_stale", NotAvailableOffline => "not_available_offline" }
+    PublishPath { PushedToWs => "pushed_to_ws", BufferedForPiggyback => "buffered_for_piggyback", QueuedOffline => "queued_offline" }
+    DeliveredVia { WsPush => "ws_push", StartupDrain => "startup_drain", Piggyback => "piggyback", Inbox => "inbox" }
+    SessionKind { Daemon => "daemon", Shim => "shim", Interactive => "interactive" }
+    Surface { Ws => "ws", Piggyback => "piggyback" }
+}
+
+/// Who caused an event: an agent identity, the admin, or the bus itself (e.g. `signalbus/sweeper`).
+pub type Actor = String;
+
+/// One recorded fact with its envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub event_id: Uuid,
+    pub schema_version: u16,
+    pub tenant: String,
+    pub occurred_at: DateTime<Utc>,
+    #[serde(default)]
+    pub actor: Option<Actor>,
+    #[serde(default)]
+    pub correlation_id: Option<String>,
+    #[serde(default)]
+    pub causation_id: Option<Uuid>,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// The fact itself. Serialized adjacently tagged: `type` names the fact, `data` holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data")]
+pub enum EventBody {
+    #[serde(rename = "agent.registered")]
+    AgentRegistered(AgentRegistered),
+    #[serde(rename = "agent.token_rotated")]
+    TokenRotated(TokenRotated),
+    #[serde(rename = "session.opened")]
+    SessionOpened(SessionOpened),
+    #[serde(rename = "session.heartbeat")]
+    SessionHeartbeat(SessionHeartbeat),
+    #[serde(rename = "session.closed")]
+    SessionClosed(SessionClosed),
+    #[serde(rename = "signal.sent")]
+    SignalSent(Box<SignalSent>),
+    #[serde(rename = "signal.bounced")]
+    SignalBounced(SignalBounced),
+    #[serde(rename = "signal.delivered")]
+    SignalDelivered(SignalDelivered),
+    #[serde(rename = "signal.acked")]
+    SignalAcked(SignalAcked),
+    #[serde(rename = "signal.expired")]
+    SignalExpired(SignalExpired),
+    #[serde(rename = "signal.recalled")]
+    SignalRecalled(SignalRecalled),
+    #[serde(rename = "plugin.fact_recorded")]
+    PluginFactRecorded(PluginFactRecorded),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRegistered {
+    pub identity: String,
+    pub kind: SessionKind,
+    /// SHA-256 of the token, hex. The token itself is never stored.
+    pub token_hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenRotated {
+    pub identity: String,
+    pub token_hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionOpened {
+    pub session_id: Uuid,
+    pub identity: String,
+    pub kind: SessionKind,
+    pub surface: Surface,
+    /// The gateway process that holds the session.
+    pub node: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionHeartbeat {
+    pub session_id: Uuid,
+    pub identity: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionClosed {
+    pub session_id: Uuid,
+    pub identity: String,
+    /// Bounded vocabulary, also the `reason` label of `signalbus_disconnects_total`.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalSent {
+    pub signal_id: Uuid,
+    pub from: String,
+    pub to: String,
+    pub signal_type: String,
+    pub category: Category,
+    pub priority: i16,
+    /// The (redacted) payload as JSON text, stored verbatim so read models can keep it as jsonb.
+    pub payload: String,
+    pub delivery_class: DeliveryClass,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub recipient_state: RecipientState,
+    pub publish_path: PublishPath,
+    #[serde(default)]
+    pub correlation_id: Option<String>,
+    #[serde(default)]
+    pub dedupe_key: Option<String>,
+    #[serde(default)]
+    pub redacted: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalBounced {
+    pub signal_id: Uuid,
+    pub from: String,
+    pub to: String,
+    pub signal_type: String,
+    pub delivery_class: DeliveryClass,
+    pub recipient_state: RecipientState,
+    #[serde(default)]
+    pub dedupe_key: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalDelivered {
+    pub signal_id: Uuid,
+    pub to: String,
+    pub via: DeliveredVia,
+    #[serde(default)]
+    pub session_id: Option<Uuid>,
+    #[serde(default)]
+    pub redelivered: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalAcked {
+    pub signal_id: Uuid,
+    pub by: String,
+    #[serde(default)]
+    pub session_id: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalExpired {
+    pub signal_id: Uuid,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalRecalled {
+    pub signal_id: Uuid,
+    pub by: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginFactRecorded {
+    pub plugin: String,
+    /// Bus-assigned, monotonic per (tenant, plugin), from 1.
+    pub seq: u64,
+    pub fact_type: String,
+    /// The state object as JSON text.
+    pub state: String,
+    pub recorded_by: String,
+}
+
+impl EventBody {
+    /// The `type` name of this fact, as written on the stream.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventBody::AgentRegistered(_) => "agent.registered",
+            EventBody::TokenRotated(_) => "agent.token_rotated",
+            EventBody::SessionOpened(_) => "session.opened",
+            EventBody::SessionHeartbeat(_) => "session.heartbeat",
+            EventBody::SessionClosed(_) => "session.closed",
+            EventBody::SignalSent(_) => "signal.sent",
+            EventBody::SignalBounced(_) => "signal.bounced",
+            EventBody::SignalDelivered(_) => "signal.delivered",
+            EventBody::SignalAcked(_) => "signal.acked",
+            EventBody::SignalExpired(_) => "signal.expired",
+            EventBody::SignalRecalled(_) => "signal.recalled",
+            EventBody::PluginFactRecorded(_) => "plugin.fact_recorded",
+        }
+    }
+
+    /// The signal this fact is about, if any.
+    pub fn signal_id(&self) -> Option<Uuid> {
+        match self {
+            EventBody::SignalSent(e) => Some(e.signal_id),
+            EventBody::SignalBounced(e) => Some(e.signal_id),
+            EventBody::SignalDelivered(e) => Some(e.signal_id),
+            EventBody::SignalAcked(e) => Some(e.signal_id),
+            EventBody::SignalExpired(e) => Some(e.signal_id),
+            EventBody::SignalRecalled(e) => Some(e.signal_id),
+            _ => None,
+        }
+    }
+}
+
+/// Which entity a subject belongs to. All events of one entity share one subject, which is what
+/// makes a per-subject compare-and-set a per-entity compare-and-set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entity<'a> {
+    Signal(Uuid),
+    Agent(&'a str),
+    Session(Uuid),
+    Plugin(&'a str),
+}
+
+/// Builds subjects under a prefix (one prefix per stream, so several streams can share a server).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subjects {
+    prefix: String,
+}
+
+impl Subjects {
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self { prefix: prefix.into() }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The wildcard a stream binds to: `<prefix>.>`.
+    pub fn all(&self) -> String {
+        format!("{}.>", self.prefix)
+    }
+
+    /// `<prefix>.<tenant>.<entity kind>.<id>`
+    pub fn of(&self, tenant: &str, entity: Entity<'_>) -> String {
+        let p = &self.prefix;
+        match entity {
+            Entity::Signal(id) => format!("{p}.{tenant}.sig.{}", id.simple()),
+            Entity::Agent(identity) => format!("{p}.{tenant}.agent.{}", subject_token(identity)),
+            Entity::Session(id) => format!("{p}.{tenant}.sess.{}", id.simple()),
+            Entity::Plugin(name) => format!("{p}.{tenant}.plugin.{}", subject_token(name)),
+        }
+    }
+
+    /// The subject `event` is stored under.
+    pub fn for_event(&self, event: &Event) -> String {
+        let t = &event.tenant;
+        let entity = match &event.body {
+            EventBody::AgentRegistered(e) => Entity::Agent(&e.identity),
+            EventBody::TokenRotated(e) => Entity::Agent(&e.identity),
+            EventBody::SessionOpened(e) => Entity::Session(e.session_id),
+            EventBody::SessionHeartbeat(e) => Entity::Session(e.session_id),
+            EventBody::SessionClosed(e) => Entity::Session(e.session_id),
+            EventBody::PluginFactRecorded(e) => Entity::Plugin(&e.plugin),
+            body => Entity::Signal(body.signal_id().expect("every other event is about a signal")),
+        };
+        self.of(t, entity)
+    }
+}
+
+impl Event {
+    /// A new event with a fresh id, the current schema version, and no causation.
+    pub fn new(tenant: impl Into<String>, actor: Option<Actor>, occurred_at: DateTime<Utc>, body: EventBody) -> Self {
+        Event {
+            event_id: Uuid::new_v4(),
+            schema_version: SCHEMA_VERSION,
+            tenant: tenant.into(),
+            occurred_at,
+            actor,
+            correlation_id: None,
+            causation_id: None,
+            body,
+        }
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        self.body.type_name()
+    }
+}

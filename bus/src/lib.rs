@@ -1,0 +1,30 @@
+//! The signalbus domain: what can happen to a signal, how it is written down, and where.
+//!
+//! Knows nothing of HTTP, WebSocket or read models; every other crate depends on this one and
+//! this one on none of them.
+//!
+//! # Layout
+//! - `event`: the event catalog, the envelope, and the subject each event lives under.
+//! - `codec`: MessagePack encoding of events (named fields, forward compatible).
+//! - `names`: validation of tenant, identity, type and plugin names; subject tokens.
+//! - `catalog`: the per-type defaults table, priorities, TTL bounds.
+//! - `redact`: the redaction guard for payload secrets.
+//! - `send`: the pure send decision (defaults, redaction, bounce or queue).
+//! - `signal`: the pure rules of a signal's life (`apply`, `decide`).
+//! - `log`: the `EventLog` trait and its JetStream and embedded backends.
+//! - `store`: load → decide → compare-and-set append, with retries.
+//! - `metrics`: the series this crate records.
+
+pub mod catalog;
+pub mod codec;
+pub mod error;
+pub mod event;
+pub mod log;
+pub mod metrics;
+pub mod names;
+pub mod redact;
+pub mod send;
+pub mod signal;
+pub mod store;
+
+pub use error::{DomainError, Error, Result};

@@ -1,0 +1,1 @@
+//! Embedded backend of the event log (to be written).

@@ -1,0 +1,1 @@
+//! JetStream backend of the event log (to be written).

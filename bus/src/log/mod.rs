@@ -1,0 +1,74 @@
+//! The event log: one trait, two backends with identical semantics — JetStream for production
+//! (`jetstream.rs`) and a local SQLite file for the embedded mode (`embedded.rs`).
+//!
+//! Semantics every backend keeps (the conformance suite in `tests/log_conformance.rs` checks them):
+//! - one total order: every stored event gets the next stream sequence, from 1, without gaps;
+//! - `Expect::LastSubjectSeq(n)` stores the event only if the subject's newest event has
+//!   sequence `n` (`0`: the subject is empty); otherwise `Error::Conflict` and nothing is stored;
+//! - an event whose `event_id` was already stored (a retried append) is not stored again: the
+//!   append answers with the original sequence and `duplicate: true`;
+//! - `tail(from)` yields every event with sequence ≥ `from`, in order, without gaps, including
+//!   ones appended after the call.
+//!
+//! Deliberately does not decide anything about signals (`store.rs` and `signal.rs` do).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+
+use crate::error::Result;
+use crate::event::{Event, Subjects};
+
+pub mod embedded;
+pub mod jetstream;
+
+/// A compare-and-set condition on the event's subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    Any,
+    /// The subject's newest stored event has this sequence (0: the subject has none).
+    LastSubjectSeq(u64),
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub seq: u64,
+    /// The event id had been stored before; nothing new was stored.
+    pub duplicate: bool,
+}
+
+/// An event as read back from the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored {
+    pub seq: u64,
+    pub subject: String,
+    pub event: Event,
+}
+
+#[async_trait]
+pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
+    /// The subject scheme of this log.
+    fn subjects(&self) -> &Subjects;
+
+    /// Appends one event under its subject, if `expect` holds.
+    async fn append(&self, event: &Event, expect: Expect) -> Result<Appended>;
+
+    /// Every event stored under `subject`, oldest first.
+    async fn read_subject(&self, subject: &str) -> Result<Vec<Stored>>;
+
+    /// Up to `max` events with sequence ≥ `from_seq`, in order.
+    async fn read(&self, from_seq: u64, max: usize) -> Result<Vec<Stored>>;
+
+    /// Every event with sequence ≥ `from_seq`, forever: first what is stored, then what comes.
+    async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Stored>>>;
+
+    /// The sequence of the newest stored event (0 when empty).
+    async fn last_seq(&self) -> Result<u64>;
+
+    /// Whether the backing store answers.
+    async fn ping(&self) -> Result<()>;
+}
+
+pub type SharedLog = Arc<dyn EventLog>;

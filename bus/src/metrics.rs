@@ -1,0 +1,12 @@
+//! Every metric the bus crate records, in one place.
+//!
+//! Deliberately does not install an exporter: the binary does.
+
+use std::time::Duration;
+
+/// `signalbus_event_append_seconds` (histogram): how long one append to the log took.
+pub const EVENT_APPEND_SECONDS: &str = "signalbus_event_append_seconds";
+
+pub fn record_append(elapsed: Duration) {
+    metrics::histogram!(EVENT_APPEND_SECONDS).record(elapsed.as_secs_f64());
+}

@@ -1,0 +1,104 @@
+//! Validation of the names the contract constrains (tenant, identity, signal type, plugin) and
+//! their encoding as NATS subject tokens.
+//!
+//! Deliberately does not know where a name came from: the gateway decides which error a caller sees.
+
+use crate::error::{DomainError, DomainResult};
+
+/// `^[a-z0-9][a-z0-9_-]{0,62}$`
+pub fn validate_tenant(s: &str) -> DomainResult<()> {
+    let ok = matches!(s.len(), 1..=63)
+        && s.bytes().enumerate().all(|(i, b)| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || (i > 0 && (b == b'_' || b == b'-'))
+        });
+    ok.then_some(())
+        .ok_or_else(|| DomainError::invalid(format!("tenant {s:?} must match ^[a-z0-9][a-z0-9_-]{{0,62}}$")))
+}
+
+/// `^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`
+pub fn validate_identity(s: &str) -> DomainResult<()> {
+    let ok = matches!(s.len(), 1..=128)
+        && s.bytes().enumerate().all(|(i, b)| {
+            b.is_ascii_alphanumeric() || (i > 0 && matches!(b, b'.' | b'_' | b':' | b'@' | b'-'))
+        });
+    ok.then_some(()).ok_or_else(|| {
+        DomainError::invalid(format!("identity {s:?} must match ^[A-Za-z0-9][A-Za-z0-9._:@-]{{0,127}}$"))
+    })
+}
+
+/// `^[A-Za-z][A-Za-z0-9_.]{0,63}$`
+pub fn validate_signal_type(s: &str) -> DomainResult<()> {
+    let ok = matches!(s.len(), 1..=64)
+        && s.bytes().enumerate().all(|(i, b)| {
+            b.is_ascii_alphabetic() || (i > 0 && (b.is_ascii_digit() || b == b'_' || b == b'.'))
+        });
+    ok.then_some(())
+        .ok_or_else(|| DomainError::invalid(format!("type {s:?} must match ^[A-Za-z][A-Za-z0-9_.]{{0,63}}$")))
+}
+
+/// A plugin name is one or more `/`-separated segments, each shaped like an identity.
+pub fn validate_plugin(s: &str) -> DomainResult<()> {
+    let ok = s.len() <= 256 && !s.is_empty() && s.split('/').all(|seg| validate_identity(seg).is_ok());
+    ok.then_some(()).ok_or_else(|| {
+        DomainError::invalid(format!("plugin name {s:?} must be '/'-separated segments like identities"))
+    })
+}
+
+/// Whether `identity` may record facts for `plugin`: it owns `<identity>` and `<identity>/...`;
+/// names under `signalbus/` belong to the bus itself.
+pub fn plugin_owned_by(plugin: &str, identity: &str) -> bool {
+    plugin == identity || plugin.strip_prefix(identity).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Encodes a name as one NATS subject token. Names may contain `.`, `:`, `@` and `/`, which
+/// subjects reserve or which would be ambiguous, so every byte outside `[A-Za-z0-9_-]` becomes
+/// `~XX` (hex). The encoding is injective, so distinct names never share a subject.
+pub fn subject_token(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("~{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_contract_patterns() {
+        assert!(validate_tenant("default").is_ok());
+        assert!(validate_tenant("a-b_c9").is_ok());
+        assert!(validate_tenant("-a").is_err());
+        assert!(validate_tenant("Abc").is_err());
+        assert!(validate_tenant(&"a".repeat(64)).is_err());
+        assert!(validate_identity("alice@host:1.x-y").is_ok());
+        assert!(validate_identity(".alice").is_err());
+        assert!(validate_identity("al ice").is_err());
+        assert!(validate_identity(&"a".repeat(129)).is_err());
+        assert!(validate_signal_type("Task.Done_2").is_ok());
+        assert!(validate_signal_type("2Task").is_err());
+        assert!(validate_plugin("alice/watcher").is_ok());
+        assert!(validate_plugin("alice//x").is_err());
+    }
+
+    #[test]
+    fn plugin_ownership() {
+        assert!(plugin_owned_by("alice", "alice"));
+        assert!(plugin_owned_by("alice/watcher", "alice"));
+        assert!(!plugin_owned_by("alicex", "alice"));
+        assert!(!plugin_owned_by("signalbus/sweeper", "alice"));
+    }
+
+    #[test]
+    fn subject_tokens_are_injective_and_safe() {
+        assert_eq!(subject_token("alice"), "alice");
+        assert_eq!(subject_token("a.b/c"), "a~2Eb~2Fc");
+        assert_ne!(subject_token("a.b"), subject_token("a~2Eb"));
+        assert!(!subject_token("x.y*>z w").contains(['.', '*', '>', ' ']));
+    }
+}

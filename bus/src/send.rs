@@ -1,0 +1,144 @@
+//! The send rules (CONTRACT §4) as a pure function: validate a request, apply the per-type
+//! defaults and overrides, redact secrets, and choose between queueing and bouncing from the
+//! recipient's state.
+//!
+//! Deliberately no I/O: presence is given as a `RecipientView`, the clock as `now`, and the
+//! compare-and-set that makes a dedupe key's first send win is `store.rs`'s job.
+
+use chrono::{DateTime, Duration, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::catalog::{validate_ttl, DeliveryClass, TypeTable};
+use crate::error::{DomainError, DomainResult};
+use crate::event::{PublishPath, RecipientState, SignalBounced, SignalSent};
+use crate::names::{validate_identity, validate_signal_type};
+use crate::redact::redact;
+
+/// Default payload limit: 64 KiB of encoded JSON.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+pub const MAX_CORRELATION_ID_CHARS: usize = 64;
+pub const MAX_DEDUPE_KEY_CHARS: usize = 200;
+
+/// Namespace of signal ids derived from dedupe keys (UUID v5).
+const DEDUPE_NAMESPACE: Uuid = Uuid::from_u128(0x5b1e_7a2c_94d3_4e0f_a1c6_0d8e_3f27_b904);
+
+/// A send as the sender asked for it. The sender is not a field: it is the authenticated caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendRequest {
+    pub to: String,
+    pub signal_type: String,
+    pub payload: Value,
+    pub delivery_class: Option<DeliveryClass>,
+    pub ttl_seconds: Option<u64>,
+    pub correlation_id: Option<String>,
+    pub dedupe_key: Option<String>,
+}
+
+/// What presence knows about the recipient at send time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecipientView {
+    pub registered: bool,
+    pub state: RecipientState,
+    /// At least one fresh WebSocket session (else a fresh session is piggyback-only).
+    pub has_live_ws: bool,
+}
+
+/// The facts a send produces.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SendDecision {
+    Accepted(Box<SignalSent>),
+    Bounced(SignalBounced),
+}
+
+/// The id a signal gets: derived from `(tenant, sender, dedupe_key)` when there is a key, so
+/// every repeat of the send contends for the same stream subject and the first one wins.
+pub fn signal_id_for(tenant: &str, from: &str, dedupe_key: Option<&str>) -> Uuid {
+    match dedupe_key {
+        Some(key) => Uuid::new_v5(&DEDUPE_NAMESPACE, format!("{tenant}\0{from}\0{key}").as_bytes()),
+        None => Uuid::new_v4(),
+    }
+}
+
+/// Validates `req` and decides what a send from `from` at `now` records.
+pub fn decide_send(
+    table: &TypeTable,
+    tenant: &str,
+    from: &str,
+    req: SendRequest,
+    recipient: RecipientView,
+    now: DateTime<Utc>,
+    max_payload_bytes: usize,
+) -> DomainResult<SendDecision> {
+    validate_identity(&req.to).map_err(|_| DomainError::invalid(format!("to {:?} is not a valid identity", req.to)))?;
+    validate_signal_type(&req.signal_type)?;
+    if let Some(ttl) = req.ttl_seconds {
+        validate_ttl(ttl)?;
+    }
+    if let Some(c) = &req.correlation_id {
+        if c.chars().count() > MAX_CORRELATION_ID_CHARS {
+            return Err(DomainError::invalid("correlation_id must be at most 64 characters"));
+        }
+    }
+    if let Some(k) = &req.dedupe_key {
+        if k.is_empty() || k.chars().count() > MAX_DEDUPE_KEY_CHARS {
+            return Err(DomainError::invalid("dedupe_key must be 1 to 200 characters"));
+        }
+    }
+    let encoded_len = serde_json::to_vec(&req.payload).map(|v| v.len()).unwrap_or(usize::MAX);
+    if encoded_len > max_payload_bytes {
+        return Err(DomainError::PayloadTooLarge(format!(
+            "payload is {encoded_len} bytes encoded, the limit is {max_payload_bytes}"
+        )));
+    }
+    if !recipient.registered {
+        return Err(DomainError::UnknownRecipient);
+    }
+
+    let defaults = table.get(&req.signal_type);
+    let delivery_class = req.delivery_class.unwrap_or(defaults.delivery_class);
+    let signal_id = signal_id_for(tenant, from, req.dedupe_key.as_deref());
+
+    let publish_path = match (recipient.state, delivery_class) {
+        (RecipientState::Available, _) if recipient.has_live_ws => PublishPath::PushedToWs,
+        (RecipientState::Available, _) => PublishPath::BufferedForPiggyback,
+        (_, DeliveryClass::Async) => PublishPath::QueuedOffline,
+        (state, DeliveryClass::Sync) => {
+            return Ok(SendDecision::Bounced(SignalBounced {
+                signal_id,
+                from: from.to_string(),
+                to: req.to,
+                signal_type: req.signal_type,
+                delivery_class,
+                recipient_state: state,
+                dedupe_key: req.dedupe_key,
+            }))
+        }
+    };
+
+    let mut payload = req.payload;
+    let redacted = redact(&mut payload);
+    let ttl = req.ttl_seconds.unwrap_or(defaults.ttl_seconds);
+    let created_at = now;
+    Ok(SendDecision::Accepted(Box::new(SignalSent {
+        signal_id,
+        from: from.to_string(),
+        to: req.to,
+        signal_type: req.signal_type,
+        category: defaults.category,
+        priority: defaults.priority(),
+        payload: payload.to_string(),
+        delivery_class,
+        created_at,
+        expires_at: created_at + Duration::seconds(ttl as i64),
+        recipient_state: recipient.state,
+        publish_path,
+        correlation_id: req.correlation_id,
+        dedupe_key: req.dedupe_key,
+        redacted,
+    })))
+}
+
+#[cfg(test)]
+#[path = "send_tests.rs"]
+mod tests;

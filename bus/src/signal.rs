@@ -1,0 +1,197 @@
+//! The rules of one signal's life, as pure functions: `apply` folds events into a
+//! `SignalState`, `decide` turns a command into the events it causes or a refusal.
+//!
+//! Deliberately no I/O and no clock: `now` is an argument. The compare-and-set that makes a
+//! decision stick under concurrency lives in `store.rs`; these rules only say what is allowed.
+//!
+//! Life: `sent → delivered (→ acked)`, `sent → expired`, `sent → recalled`. Terminal outcomes
+//! (delivered, expired, recalled) are final and mutually exclusive; a bounce never lives at all.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::error::{DomainError, DomainResult};
+use crate::event::{
+    DeliveredVia, EventBody, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalSent,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Nothing recorded, or a bounce: for every command the signal does not exist.
+    Absent,
+    Pending,
+    Delivered { acked: bool },
+    Expired,
+    Recalled,
+}
+
+/// Everything the rules need to know about one signal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalState {
+    pub sent: Option<Box<SignalSent>>,
+    pub status: Status,
+    /// Whether the id belongs to a bounced send (kept for dedupe answers).
+    pub bounced: bool,
+    pub deliveries: u32,
+    pub last_delivery: Option<SignalDelivered>,
+}
+
+impl Default for SignalState {
+    fn default() -> Self {
+        Self { sent: None, status: Status::Absent, bounced: false, deliveries: 0, last_delivery: None }
+    }
+}
+
+/// A command on an existing signal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SignalCommand {
+    /// Hand the signal to a session of its recipient. `redeliver` allows handing out again a
+    /// signal delivered to a session that closed without acking it.
+    Deliver { via: DeliveredVia, session_id: Option<Uuid>, redeliver: bool },
+    Recall { by: String },
+    Expire,
+    Ack { by: String, session_id: Option<Uuid> },
+}
+
+/// The answer a recall gets (CONTRACT §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecallOutcome {
+    Recalled,
+    AlreadyDelivered,
+    AlreadyExpired,
+    NotFound,
+}
+
+impl RecallOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecallOutcome::Recalled => "recalled",
+            RecallOutcome::AlreadyDelivered => "already_delivered",
+            RecallOutcome::AlreadyExpired => "already_expired",
+            RecallOutcome::NotFound => "not_found",
+        }
+    }
+
+    /// The outcome a recall by `by` reports once the signal is in `state`.
+    pub fn of(state: &SignalState, by: &str) -> Self {
+        match (&state.sent, state.status) {
+            (Some(sent), _) if sent.from != by => RecallOutcome::NotFound,
+            (Some(_), Status::Recalled) => RecallOutcome::Recalled,
+            (Some(_), Status::Delivered { .. }) => RecallOutcome::AlreadyDelivered,
+            (Some(_), Status::Expired) => RecallOutcome::AlreadyExpired,
+            _ => RecallOutcome::NotFound,
+        }
+    }
+}
+
+impl SignalState {
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a EventBody>) -> Self {
+        let mut state = Self::default();
+        for e in events {
+            state.apply(e);
+        }
+        state
+    }
+
+    /// Folds one event in. Never fails: an event on the stream is a fact. Events that cannot
+    /// follow the current state (they lost no race, so they cannot exist) are ignored.
+    pub fn apply(&mut self, event: &EventBody) {
+        match event {
+            EventBody::SignalSent(sent) if self.status == Status::Absent && !self.bounced => {
+                self.sent = Some(sent.clone());
+                self.status = Status::Pending;
+            }
+            EventBody::SignalBounced(_) if self.sent.is_none() => self.bounced = true,
+            EventBody::SignalDelivered(d) if matches!(self.status, Status::Pending | Status::Delivered { .. }) => {
+                self.status = Status::Delivered { acked: false };
+                self.deliveries += 1;
+                self.last_delivery = Some(d.clone());
+            }
+            EventBody::SignalAcked(_) if matches!(self.status, Status::Delivered { .. }) => {
+                self.status = Status::Delivered { acked: true };
+            }
+            EventBody::SignalExpired(_) if self.status == Status::Pending => self.status = Status::Expired,
+            EventBody::SignalRecalled(_) if self.status == Status::Pending => self.status = Status::Recalled,
+            _ => {}
+        }
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.status, Status::Delivered { .. } | Status::Expired | Status::Recalled)
+    }
+
+    fn overdue(&self, now: DateTime<Utc>) -> bool {
+        self.sent.as_ref().is_some_and(|s| now >= s.expires_at)
+    }
+}
+
+/// Decides what `command` causes on a signal in `state` at `now`.
+pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) -> DomainResult<Vec<EventBody>> {
+    let Some(sent) = state.sent.as_deref() else {
+        return match command {
+            // A recall of an unknown id is an answer (not_found), not an error.
+            SignalCommand::Recall { .. } => Ok(vec![]),
+            _ => Err(DomainError::NotFound),
+        };
+    };
+    let id = sent.signal_id;
+    match command {
+        SignalCommand::Deliver { via, session_id, redeliver } => {
+            let redelivered = match state.status {
+                Status::Pending => false,
+                Status::Delivered { acked: false } if *redeliver => true,
+                Status::Delivered { .. } => return Err(DomainError::Refused("already delivered")),
+                Status::Expired => return Err(DomainError::Refused("expired")),
+                Status::Recalled => return Err(DomainError::Refused("recalled")),
+                Status::Absent => return Err(DomainError::NotFound),
+            };
+            if state.overdue(now) {
+                return Err(DomainError::Refused("expired"));
+            }
+            Ok(vec![EventBody::SignalDelivered(SignalDelivered {
+                signal_id: id,
+                to: sent.to.clone(),
+                via: *via,
+                session_id: *session_id,
+                redelivered,
+            })])
+        }
+        SignalCommand::Recall { by } => {
+            if sent.from != *by || state.status != Status::Pending {
+                return Ok(vec![]);
+            }
+            // Past its TTL the window has closed even if no sweeper has said so yet: record
+            // the expiry the sweeper would have, so the answer and the stream agree.
+            if state.overdue(now) {
+                return Ok(vec![expired(sent)]);
+            }
+            Ok(vec![EventBody::SignalRecalled(SignalRecalled { signal_id: id, by: by.clone() })])
+        }
+        SignalCommand::Expire => match state.status {
+            Status::Pending if state.overdue(now) => Ok(vec![expired(sent)]),
+            Status::Pending => Err(DomainError::Refused("not yet due")),
+            _ => Err(DomainError::Refused("already terminal")),
+        },
+        SignalCommand::Ack { by, session_id } => {
+            if sent.to != *by {
+                return Err(DomainError::NotFound);
+            }
+            match state.status {
+                Status::Delivered { acked: false } => {
+                    Ok(vec![EventBody::SignalAcked(SignalAcked { signal_id: id, by: by.clone(), session_id: *session_id })])
+                }
+                Status::Delivered { acked: true } => Ok(vec![]),
+                _ => Err(DomainError::Refused("not delivered")),
+            }
+        }
+    }
+}
+
+fn expired(sent: &SignalSent) -> EventBody {
+    EventBody::SignalExpired(SignalExpired { signal_id: sent.signal_id, expires_at: sent.expires_at })
+}
+
+#[cfg(test)]
+#[path = "signal_tests.rs"]
+mod tests;

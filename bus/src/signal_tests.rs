@@ -1,0 +1,206 @@
+//! given / when / then tests of the signal rules.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use uuid::Uuid;
+
+use super::*;
+use crate::catalog::{Category, DeliveryClass};
+use crate::event::{PublishPath, RecipientState, SignalBounced};
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 21, 12, 0, 0).unwrap()
+}
+
+fn id() -> Uuid {
+    Uuid::from_u128(7)
+}
+
+fn sent() -> EventBody {
+    EventBody::SignalSent(Box::new(SignalSent {
+        signal_id: id(),
+        from: "alice".into(),
+        to: "bob".into(),
+        signal_type: "TaskAssigned".into(),
+        category: Category::Task,
+        priority: 1,
+        payload: "{}".into(),
+        delivery_class: DeliveryClass::Async,
+        created_at: t0(),
+        expires_at: t0() + Duration::seconds(60),
+        recipient_state: RecipientState::NotAvailableOffline,
+        publish_path: PublishPath::QueuedOffline,
+        correlation_id: None,
+        dedupe_key: None,
+        redacted: vec![],
+    }))
+}
+
+fn delivered(redelivered: bool) -> EventBody {
+    EventBody::SignalDelivered(SignalDelivered {
+        signal_id: id(),
+        to: "bob".into(),
+        via: DeliveredVia::WsPush,
+        session_id: None,
+        redelivered,
+    })
+}
+
+fn deliver(redeliver: bool) -> SignalCommand {
+    SignalCommand::Deliver { via: DeliveredVia::WsPush, session_id: None, redeliver }
+}
+
+fn recall(by: &str) -> SignalCommand {
+    SignalCommand::Recall { by: by.into() }
+}
+
+fn ack(by: &str) -> SignalCommand {
+    SignalCommand::Ack { by: by.into(), session_id: None }
+}
+
+struct Given(SignalState);
+
+fn given(events: &[EventBody]) -> Given {
+    Given(SignalState::from_events(events))
+}
+
+impl Given {
+    fn when(self, command: SignalCommand, seconds_later: i64) -> Then {
+        let result = decide(&self.0, &command, t0() + Duration::seconds(seconds_later));
+        let mut after = self.0.clone();
+        if let Ok(events) = &result {
+            events.iter().for_each(|e| after.apply(e));
+        }
+        Then { result, after }
+    }
+}
+
+struct Then {
+    result: DomainResult<Vec<EventBody>>,
+    after: SignalState,
+}
+
+impl Then {
+    fn then_expect(self, expected: &[EventBody]) -> SignalState {
+        assert_eq!(self.result.as_deref(), Ok(expected));
+        self.after
+    }
+    fn then_refused(self, err: DomainError) {
+        assert_eq!(self.result, Err(err));
+    }
+}
+
+#[test]
+fn given_pending_when_delivered_then_delivered_event() {
+    let s = given(&[sent()]).when(deliver(false), 1).then_expect(&[delivered(false)]);
+    assert_eq!(s.status, Status::Delivered { acked: false });
+}
+
+#[test]
+fn given_pending_past_ttl_when_delivered_then_refused() {
+    given(&[sent()]).when(deliver(false), 60).then_refused(DomainError::Refused("expired"));
+}
+
+#[test]
+fn given_recalled_or_expired_when_delivered_then_never_deliverable() {
+    let recalled = EventBody::SignalRecalled(SignalRecalled { signal_id: id(), by: "alice".into() });
+    given(&[sent(), recalled]).when(deliver(true), 1).then_refused(DomainError::Refused("recalled"));
+    let expired = expired_event();
+    given(&[sent(), expired]).when(deliver(true), 1).then_refused(DomainError::Refused("expired"));
+}
+
+fn expired_event() -> EventBody {
+    EventBody::SignalExpired(SignalExpired { signal_id: id(), expires_at: t0() + Duration::seconds(60) })
+}
+
+#[test]
+fn given_delivered_when_delivered_again_then_refused_unless_redelivery_of_unacked() {
+    given(&[sent(), delivered(false)]).when(deliver(false), 1).then_refused(DomainError::Refused("already delivered"));
+    given(&[sent(), delivered(false)]).when(deliver(true), 1).then_expect(&[delivered(true)]);
+    let acked = EventBody::SignalAcked(SignalAcked { signal_id: id(), by: "bob".into(), session_id: None });
+    given(&[sent(), delivered(false), acked])
+        .when(deliver(true), 1)
+        .then_refused(DomainError::Refused("already delivered"));
+}
+
+#[test]
+fn given_delivered_unacked_past_ttl_when_redelivered_then_refused() {
+    given(&[sent(), delivered(false)]).when(deliver(true), 61).then_refused(DomainError::Refused("expired"));
+}
+
+#[test]
+fn given_pending_when_recalled_by_sender_then_recalled() {
+    let recalled = EventBody::SignalRecalled(SignalRecalled { signal_id: id(), by: "alice".into() });
+    let s = given(&[sent()]).when(recall("alice"), 1).then_expect(std::slice::from_ref(&recalled));
+    assert_eq!(RecallOutcome::of(&s, "alice"), RecallOutcome::Recalled);
+    // A repeat answers recalled again and appends nothing.
+    let s = given(&[sent(), recalled]).when(recall("alice"), 2).then_expect(&[]);
+    assert_eq!(RecallOutcome::of(&s, "alice"), RecallOutcome::Recalled);
+}
+
+#[test]
+fn given_someone_elses_signal_when_recalled_then_not_found_and_nothing_appended() {
+    let s = given(&[sent()]).when(recall("mallory"), 1).then_expect(&[]);
+    assert_eq!(RecallOutcome::of(&s, "mallory"), RecallOutcome::NotFound);
+    // Even the recipient cannot tell it exists.
+    assert_eq!(RecallOutcome::of(&s, "bob"), RecallOutcome::NotFound);
+}
+
+#[test]
+fn given_delivered_or_expired_when_recalled_then_already_outcomes() {
+    let s = given(&[sent(), delivered(false)]).when(recall("alice"), 1).then_expect(&[]);
+    assert_eq!(RecallOutcome::of(&s, "alice"), RecallOutcome::AlreadyDelivered);
+    let s = given(&[sent(), expired_event()]).when(recall("alice"), 61).then_expect(&[]);
+    assert_eq!(RecallOutcome::of(&s, "alice"), RecallOutcome::AlreadyExpired);
+}
+
+#[test]
+fn given_pending_past_ttl_when_recalled_then_expiry_is_recorded_and_answered() {
+    let s = given(&[sent()]).when(recall("alice"), 60).then_expect(&[expired_event()]);
+    assert_eq!(RecallOutcome::of(&s, "alice"), RecallOutcome::AlreadyExpired);
+}
+
+#[test]
+fn given_nothing_or_a_bounce_when_anything_then_not_found() {
+    given(&[]).when(deliver(false), 0).then_refused(DomainError::NotFound);
+    let s = given(&[]).when(recall("alice"), 0).then_expect(&[]);
+    assert_eq!(RecallOutcome::of(&s, "alice"), RecallOutcome::NotFound);
+    let bounce = EventBody::SignalBounced(SignalBounced {
+        signal_id: id(),
+        from: "alice".into(),
+        to: "bob".into(),
+        signal_type: "Blocker".into(),
+        delivery_class: DeliveryClass::Sync,
+        recipient_state: RecipientState::NotAvailableOffline,
+        dedupe_key: None,
+    });
+    let s = given(std::slice::from_ref(&bounce)).when(recall("alice"), 0).then_expect(&[]);
+    assert_eq!(RecallOutcome::of(&s, "alice"), RecallOutcome::NotFound);
+    given(&[bounce]).when(SignalCommand::Expire, 100).then_refused(DomainError::NotFound);
+}
+
+#[test]
+fn given_pending_when_expired_then_only_once_due() {
+    given(&[sent()]).when(SignalCommand::Expire, 59).then_refused(DomainError::Refused("not yet due"));
+    let s = given(&[sent()]).when(SignalCommand::Expire, 60).then_expect(&[expired_event()]);
+    assert_eq!(s.status, Status::Expired);
+    given(&[sent(), delivered(false)]).when(SignalCommand::Expire, 100).then_refused(DomainError::Refused("already terminal"));
+}
+
+#[test]
+fn given_delivered_when_acked_by_recipient_then_acked_once() {
+    let acked = EventBody::SignalAcked(SignalAcked { signal_id: id(), by: "bob".into(), session_id: None });
+    let s = given(&[sent(), delivered(false)]).when(ack("bob"), 1).then_expect(std::slice::from_ref(&acked));
+    assert_eq!(s.status, Status::Delivered { acked: true });
+    given(&[sent(), delivered(false), acked]).when(ack("bob"), 2).then_expect(&[]);
+    given(&[sent(), delivered(false)]).when(ack("alice"), 1).then_refused(DomainError::NotFound);
+    given(&[sent()]).when(ack("bob"), 1).then_refused(DomainError::Refused("not delivered"));
+}
+
+#[test]
+fn terminal_outcomes_are_mutually_exclusive_whatever_the_order_of_facts() {
+    let recalled = EventBody::SignalRecalled(SignalRecalled { signal_id: id(), by: "alice".into() });
+    let s = SignalState::from_events(&[sent(), recalled.clone(), delivered(false), expired_event()]);
+    assert_eq!(s.status, Status::Recalled);
+    let s = SignalState::from_events(&[sent(), delivered(false), recalled, expired_event()]);
+    assert_eq!(s.status, Status::Delivered { acked: false });
+}

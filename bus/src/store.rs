@@ -1,0 +1,139 @@
+//! The command side over an event log: load a signal's events, let the pure rules decide, and
+//! append the outcome with a per-signal compare-and-set, retrying when another writer won.
+//!
+//! Deliberately holds no state of its own: the stream is the only truth about a signal, so any
+//! number of gateways and sweepers can run this against one log and still agree.
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::error::{DomainError, Error, Result};
+use crate::event::{Entity, Event, EventBody, SignalSent};
+use crate::log::{Appended, Expect, SharedLog, Stored};
+use crate::metrics;
+use crate::send::SendDecision;
+use crate::signal::{decide, SignalCommand, SignalState};
+
+/// How many times a command is re-decided after losing a compare-and-set before giving up.
+/// Each loss means someone else changed the signal, and a signal has at most a handful of
+/// events, so a handful of retries always reaches a terminal answer.
+const MAX_ATTEMPTS: usize = 16;
+
+/// The result of a command: the state after it and the sequences of what it appended.
+#[derive(Debug, Clone)]
+pub struct Executed {
+    pub state: SignalState,
+    pub appended: Vec<u64>,
+    /// The newest sequence known on the signal's subject after the command.
+    pub last_seq: u64,
+}
+
+/// What a send recorded, or found recorded under its dedupe key.
+#[derive(Debug, Clone)]
+pub struct SendRecorded {
+    pub state: SignalState,
+    /// False when an earlier send with the same dedupe key had already been recorded.
+    pub created: bool,
+    pub seq: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct SignalStore {
+    log: SharedLog,
+}
+
+impl SignalStore {
+    pub fn new(log: SharedLog) -> Self {
+        Self { log }
+    }
+
+    pub fn log(&self) -> &SharedLog {
+        &self.log
+    }
+
+    /// Appends `event` and records the append latency.
+    pub async fn append(&self, event: &Event, expect: Expect) -> Result<Appended> {
+        let started = Instant::now();
+        let result = self.log.append(event, expect).await;
+        metrics::record_append(started.elapsed());
+        result
+    }
+
+    /// The signal's state folded from the stream, and the newest sequence on its subject.
+    pub async fn load(&self, tenant: &str, signal_id: Uuid) -> Result<(SignalState, u64)> {
+        let subject = self.log.subjects().of(tenant, Entity::Signal(signal_id));
+        let stored = self.log.read_subject(&subject).await?;
+        let last = stored.last().map_or(0, |s| s.seq);
+        Ok((SignalState::from_events(stored.iter().map(|s: &Stored| &s.event.body)), last))
+    }
+
+    /// Decides `command` against the stream's current state and appends the result with a
+    /// compare-and-set, re-deciding whenever a concurrent writer got there first.
+    pub async fn execute(
+        &self,
+        tenant: &str,
+        signal_id: Uuid,
+        command: &SignalCommand,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Executed> {
+        for _ in 0..MAX_ATTEMPTS {
+            let (mut state, mut last_seq) = self.load(tenant, signal_id).await?;
+            let bodies = decide(&state, command, now)?;
+            let mut appended = Vec::with_capacity(bodies.len());
+            let mut lost = false;
+            for body in bodies {
+                let mut event = Event::new(tenant, Some(actor.to_string()), now, body);
+                event.correlation_id = state.sent.as_ref().and_then(|s| s.correlation_id.clone());
+                match self.append(&event, Expect::LastSubjectSeq(last_seq)).await {
+                    Ok(a) => {
+                        state.apply(&event.body);
+                        last_seq = a.seq;
+                        appended.push(a.seq);
+                    }
+                    Err(Error::Conflict { .. }) => {
+                        lost = true;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if !lost {
+                return Ok(Executed { state, appended, last_seq });
+            }
+        }
+        Err(Error::Unavailable(format!("signal {signal_id} is too contended")))
+    }
+
+    /// Records a send decision. The first event on a signal's subject is appended with
+    /// "subject empty" as the condition, so of several sends sharing a dedupe key exactly one is
+    /// recorded, and the others get the state of the one that was.
+    pub async fn record_send(&self, tenant: &str, actor: &str, decision: SendDecision, now: DateTime<Utc>) -> Result<SendRecorded> {
+        let (signal_id, correlation_id, body) = match decision {
+            SendDecision::Accepted(sent) => (sent.signal_id, sent.correlation_id.clone(), EventBody::SignalSent(sent)),
+            SendDecision::Bounced(b) => (b.signal_id, None, EventBody::SignalBounced(b)),
+        };
+        let mut event = Event::new(tenant, Some(actor.to_string()), now, body);
+        event.correlation_id = correlation_id;
+        match self.append(&event, Expect::LastSubjectSeq(0)).await {
+            Ok(a) => Ok(SendRecorded { state: SignalState::from_events([&event.body]), created: true, seq: a.seq }),
+            Err(Error::Conflict { .. }) => {
+                let (state, seq) = self.load(tenant, signal_id).await?;
+                Ok(SendRecorded { state, created: false, seq })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Appends an event that is not part of any signal's life (sessions, agents), unconditionally.
+    pub async fn record(&self, event: &Event) -> Result<Appended> {
+        self.append(event, Expect::Any).await
+    }
+}
+
+/// The signal a state describes, or `NotFound`.
+pub fn sent_of(state: &SignalState) -> Result<&SignalSent, DomainError> {
+    state.sent.as_deref().ok_or(DomainError::NotFound)
+}

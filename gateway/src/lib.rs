@@ -1,0 +1,1 @@
+//! The edge of signalbus: HTTP and WebSocket. (filled by the gateway issue)

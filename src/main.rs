@@ -1,0 +1,2 @@
+//! signalbus binary
+fn main() {}

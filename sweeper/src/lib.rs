@@ -1,0 +1,1 @@
+//! TTL enforcement and retention. (filled by the sweeper issue)
