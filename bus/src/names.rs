@@ -8,9 +8,9 @@ use crate::error::{DomainError, DomainResult};
 /// `^[a-z0-9][a-z0-9_-]{0,62}$`
 pub fn validate_tenant(s: &str) -> DomainResult<()> {
     let ok = matches!(s.len(), 1..=63)
-        && s.bytes().enumerate().all(|(i, b)| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || (i > 0 && (b == b'_' || b == b'-'))
-        });
+        && s.bytes()
+            .enumerate()
+            .all(|(i, b)| b.is_ascii_lowercase() || b.is_ascii_digit() || (i > 0 && (b == b'_' || b == b'-')));
     ok.then_some(())
         .ok_or_else(|| DomainError::invalid(format!("tenant {s:?} must match ^[a-z0-9][a-z0-9_-]{{0,62}}$")))
 }
@@ -18,9 +18,9 @@ pub fn validate_tenant(s: &str) -> DomainResult<()> {
 /// `^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`
 pub fn validate_identity(s: &str) -> DomainResult<()> {
     let ok = matches!(s.len(), 1..=128)
-        && s.bytes().enumerate().all(|(i, b)| {
-            b.is_ascii_alphanumeric() || (i > 0 && matches!(b, b'.' | b'_' | b':' | b'@' | b'-'))
-        });
+        && s.bytes()
+            .enumerate()
+            .all(|(i, b)| b.is_ascii_alphanumeric() || (i > 0 && matches!(b, b'.' | b'_' | b':' | b'@' | b'-')));
     ok.then_some(()).ok_or_else(|| {
         DomainError::invalid(format!("identity {s:?} must match ^[A-Za-z0-9][A-Za-z0-9._:@-]{{0,127}}$"))
     })
@@ -29,9 +29,9 @@ pub fn validate_identity(s: &str) -> DomainResult<()> {
 /// `^[A-Za-z][A-Za-z0-9_.]{0,63}$`
 pub fn validate_signal_type(s: &str) -> DomainResult<()> {
     let ok = matches!(s.len(), 1..=64)
-        && s.bytes().enumerate().all(|(i, b)| {
-            b.is_ascii_alphabetic() || (i > 0 && (b.is_ascii_digit() || b == b'_' || b == b'.'))
-        });
+        && s.bytes()
+            .enumerate()
+            .all(|(i, b)| b.is_ascii_alphabetic() || (i > 0 && (b.is_ascii_digit() || b == b'_' || b == b'.')));
     ok.then_some(())
         .ok_or_else(|| DomainError::invalid(format!("type {s:?} must match ^[A-Za-z][A-Za-z0-9_.]{{0,63}}$")))
 }

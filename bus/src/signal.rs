@@ -11,16 +11,16 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
-use crate::event::{
-    DeliveredVia, EventBody, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalSent,
-};
+use crate::event::{DeliveredVia, EventBody, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalSent};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     /// Nothing recorded, or a bounce: for every command the signal does not exist.
     Absent,
     Pending,
-    Delivered { acked: bool },
+    Delivered {
+        acked: bool,
+    },
     Expired,
     Recalled,
 }
@@ -47,10 +47,19 @@ impl Default for SignalState {
 pub enum SignalCommand {
     /// Hand the signal to a session of its recipient. `redeliver` allows handing out again a
     /// signal delivered to a session that closed without acking it.
-    Deliver { via: DeliveredVia, session_id: Option<Uuid>, redeliver: bool },
-    Recall { by: String },
+    Deliver {
+        via: DeliveredVia,
+        session_id: Option<Uuid>,
+        redeliver: bool,
+    },
+    Recall {
+        by: String,
+    },
     Expire,
-    Ack { by: String, session_id: Option<Uuid> },
+    Ack {
+        by: String,
+        session_id: Option<Uuid>,
+    },
 }
 
 /// The answer a recall gets (CONTRACT §6).
@@ -178,9 +187,11 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
                 return Err(DomainError::NotFound);
             }
             match state.status {
-                Status::Delivered { acked: false } => {
-                    Ok(vec![EventBody::SignalAcked(SignalAcked { signal_id: id, by: by.clone(), session_id: *session_id })])
-                }
+                Status::Delivered { acked: false } => Ok(vec![EventBody::SignalAcked(SignalAcked {
+                    signal_id: id,
+                    by: by.clone(),
+                    session_id: *session_id,
+                })]),
                 Status::Delivered { acked: true } => Ok(vec![]),
                 _ => Err(DomainError::Refused("not delivered")),
             }

@@ -183,7 +183,9 @@ fn given_pending_when_expired_then_only_once_due() {
     given(&[sent()]).when(SignalCommand::Expire, 59).then_refused(DomainError::Refused("not yet due"));
     let s = given(&[sent()]).when(SignalCommand::Expire, 60).then_expect(&[expired_event()]);
     assert_eq!(s.status, Status::Expired);
-    given(&[sent(), delivered(false)]).when(SignalCommand::Expire, 100).then_refused(DomainError::Refused("already terminal"));
+    given(&[sent(), delivered(false)])
+        .when(SignalCommand::Expire, 100)
+        .then_refused(DomainError::Refused("already terminal"));
 }
 
 #[test]

@@ -110,7 +110,13 @@ impl SignalStore {
     /// Records a send decision. The first event on a signal's subject is appended with
     /// "subject empty" as the condition, so of several sends sharing a dedupe key exactly one is
     /// recorded, and the others get the state of the one that was.
-    pub async fn record_send(&self, tenant: &str, actor: &str, decision: SendDecision, now: DateTime<Utc>) -> Result<SendRecorded> {
+    pub async fn record_send(
+        &self,
+        tenant: &str,
+        actor: &str,
+        decision: SendDecision,
+        now: DateTime<Utc>,
+    ) -> Result<SendRecorded> {
         let (signal_id, correlation_id, body) = match decision {
             SendDecision::Accepted(sent) => (sent.signal_id, sent.correlation_id.clone(), EventBody::SignalSent(sent)),
             SendDecision::Bounced(b) => (b.signal_id, None, EventBody::SignalBounced(b)),
@@ -136,4 +142,38 @@ impl SignalStore {
 /// The signal a state describes, or `NotFound`.
 pub fn sent_of(state: &SignalState) -> Result<&SignalSent, DomainError> {
     state.sent.as_deref().ok_or(DomainError::NotFound)
+}
+
+impl SignalStore {
+    /// Records a plugin fact with the next per-(tenant, plugin) `seq`: the seq is the previous
+    /// fact's plus one, and the append is conditional on that previous fact still being the
+    /// newest, so concurrent writers never share a seq. Returns the assigned seq.
+    pub async fn record_fact(
+        &self,
+        tenant: &str,
+        actor: &str,
+        fact: crate::event::PluginFactRecorded,
+        now: DateTime<Utc>,
+    ) -> Result<u64> {
+        let subject = self.log.subjects().of(tenant, Entity::Plugin(&fact.plugin));
+        for _ in 0..MAX_ATTEMPTS * 4 {
+            let last = self.log.last_on_subject(&subject).await?;
+            let (last_seq, prev) = match &last {
+                Some(s) => match &s.event.body {
+                    EventBody::PluginFactRecorded(f) => (s.seq, f.seq),
+                    _ => (s.seq, 0),
+                },
+                None => (0, 0),
+            };
+            let body =
+                EventBody::PluginFactRecorded(crate::event::PluginFactRecorded { seq: prev + 1, ..fact.clone() });
+            let event = Event::new(tenant, Some(actor.to_string()), now, body);
+            match self.append(&event, Expect::LastSubjectSeq(last_seq)).await {
+                Ok(_) => return Ok(prev + 1),
+                Err(Error::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Unavailable(format!("plugin {} is too contended", fact.plugin)))
+    }
 }

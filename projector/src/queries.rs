@@ -134,7 +134,13 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
     async fn plugin_state(&self, tenant: &str, plugin: &str) -> Result<PluginStateRow>;
 
     /// A plugin's facts, newest first.
-    async fn plugin_facts(&self, tenant: &str, plugin: &str, fact_type: Option<&str>, limit: u32) -> Result<Vec<PluginFactRow>>;
+    async fn plugin_facts(
+        &self,
+        tenant: &str,
+        plugin: &str,
+        fact_type: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PluginFactRow>>;
 
     /// Whether the database answers.
     async fn ping(&self) -> Result<()>;

@@ -58,6 +58,9 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
     /// Every event stored under `subject`, oldest first.
     async fn read_subject(&self, subject: &str) -> Result<Vec<Stored>>;
 
+    /// The newest event stored under `subject`, if any. O(1): used to assign per-plugin seqs.
+    async fn last_on_subject(&self, subject: &str) -> Result<Option<Stored>>;
+
     /// Up to `max` events with sequence ≥ `from_seq`, in order.
     async fn read(&self, from_seq: u64, max: usize) -> Result<Vec<Stored>>;
 

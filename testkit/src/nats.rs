@@ -1,0 +1,1 @@
+//! A private nats-server per test (to be written).
