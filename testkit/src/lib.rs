@@ -10,5 +10,4 @@
 pub mod nats;
 pub mod pg;
 
-pub use nats::NatsServer;
 pub use pg::TestDb;
