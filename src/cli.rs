@@ -1,0 +1,84 @@
+//! The command line of CONTRACT §9: server roles and client verbs, every server flag also as a
+//! `SIGNALBUS_<FLAG>` environment variable.
+//!
+//! Deliberately only parses: what each command does lives in `serve.rs` and `client/`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "signalbus", version, about = "An event-sourced signal bus for AI agents")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run gateway, projector and sweeper in one process (embedded without --nats-url/--database-url).
+    Serve(ServerArgs),
+    /// Run only the gateway role against NATS + PostgreSQL.
+    Gateway(ServerArgs),
+    /// Run only the projector role against NATS + PostgreSQL.
+    Projector(ServerArgs),
+    /// Run only the sweeper role against NATS + PostgreSQL.
+    Sweeper(ServerArgs),
+    /// Manage agents (admin).
+    #[command(subcommand)]
+    Agent(crate::client::AgentCmd),
+    /// Send, recall, show and list signals.
+    #[command(subcommand)]
+    Signal(crate::client::SignalCmd),
+    /// Show (or drain) the caller's pending signals.
+    Inbox(crate::client::InboxArgs),
+    /// Read plugin state and facts.
+    #[command(subcommand)]
+    Plugin(crate::client::PluginCmd),
+    /// Administrative operations.
+    #[command(subcommand)]
+    Admin(crate::client::AdminCmd),
+    /// Check the stream, the database, projector lag and the read-model invariants.
+    Doctor(crate::client::DoctorArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// Address the HTTP and WebSocket API listens on.
+    #[arg(long, env = "SIGNALBUS_LISTEN", default_value = "127.0.0.1:7400")]
+    pub listen: String,
+    /// Where the embedded store and the generated admin token live.
+    #[arg(long, env = "SIGNALBUS_DATA_DIR", default_value = "./signalbus-data")]
+    pub data_dir: PathBuf,
+    /// NATS server with JetStream (distributed mode; needs --database-url too).
+    #[arg(long, env = "SIGNALBUS_NATS_URL")]
+    pub nats_url: Option<String>,
+    /// PostgreSQL for the read models (distributed mode; needs --nats-url too).
+    #[arg(long, env = "SIGNALBUS_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Admin token; generated, printed once and kept in the data dir when absent.
+    #[arg(long, env = "SIGNALBUS_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// A session whose newest heartbeat is older than this is stale.
+    #[arg(long, env = "SIGNALBUS_STALE_AFTER", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub stale_after: Duration,
+    /// How often the sweeper scans for overdue signals its timers missed.
+    #[arg(long, env = "SIGNALBUS_SWEEP_INTERVAL", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub sweep_interval: Duration,
+    /// TOML file with per-type defaults overrides (`[types.Name]`).
+    #[arg(long, env = "SIGNALBUS_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// JetStream stream name.
+    #[arg(long, env = "SIGNALBUS_STREAM", default_value = "SIGNALBUS")]
+    pub stream: String,
+    /// How long the stream keeps events (and history keeps rows).
+    #[arg(long, env = "SIGNALBUS_RETENTION", default_value = "30days", value_parser = humantime::parse_duration)]
+    pub retention: Duration,
+    /// Terminal rows older than this move from signal_queue to signal_history.
+    #[arg(long, env = "SIGNALBUS_ARCHIVE_AFTER", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub archive_after: Duration,
+    /// Name of this process in session records (default: host name and pid).
+    #[arg(long, env = "SIGNALBUS_NODE")]
+    pub node: Option<String>,
+}

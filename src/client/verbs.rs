@@ -1,0 +1,168 @@
+//! What each client verb asks the bus, and how its answer is shown.
+//!
+//! Deliberately one small function per verb; the shapes are CONTRACT §8's.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::http::{call, segment, Failure};
+use super::render::{failure, print};
+use super::{AdminCmd, AgentCmd, Conn, DoctorArgs, InboxArgs, PluginCmd, SignalCmd};
+use crate::cli::Command;
+
+const SIGNAL_COLUMNS: &[&str] =
+    &["id", "from_identity", "to_identity", "signal_type", "priority", "created_at", "expires_at", "delivered_at"];
+
+/// Runs a client verb and returns the process exit code.
+pub async fn run(command: Command) -> i32 {
+    let (conn, result) = match command {
+        Command::Agent(cmd) => agent(cmd).await,
+        Command::Signal(cmd) => signal(cmd).await,
+        Command::Inbox(args) => inbox(args).await,
+        Command::Plugin(cmd) => plugin(cmd).await,
+        Command::Admin(AdminCmd::Rebuild { conn }) => {
+            let r = call(&conn, Method::POST, "/v1/admin/rebuild", None).await.map(|v| print(conn.json, &v, None, &[]));
+            (conn, r)
+        }
+        Command::Doctor(args) => doctor(args).await,
+        _ => unreachable!("server roles are not client verbs"),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(f) => {
+            failure(conn.json, &f);
+            f.exit_code()
+        }
+    }
+}
+
+type Outcome = (Conn, Result<(), Failure>);
+
+async fn agent(cmd: AgentCmd) -> Outcome {
+    match cmd {
+        AgentCmd::Add { identity, tenant, kind, conn } => {
+            let body = json!({"tenant": tenant, "identity": identity, "kind": kind});
+            let r = call(&conn, Method::POST, "/v1/agents", Some(body)).await.map(|v| print(conn.json, &v, None, &[]));
+            (conn, r)
+        }
+        AgentCmd::List { tenant, conn } => {
+            let path = match tenant {
+                Some(t) => format!("/v1/agents?tenant={}", segment(&t)),
+                None => "/v1/agents".to_string(),
+            };
+            let r = call(&conn, Method::GET, &path, None).await.map(|v| {
+                let rows = v.get("agents").and_then(Value::as_array).cloned().unwrap_or_default();
+                print(conn.json, &v, Some(&rows), &["tenant", "identity", "kind", "state", "live_sessions", "last_heartbeat"])
+            });
+            (conn, r)
+        }
+        AgentCmd::Rotate { identity, tenant, conn } => {
+            let path = format!("/v1/agents/{}/token?tenant={}", segment(&identity), segment(&tenant));
+            let r = call(&conn, Method::POST, &path, None).await.map(|v| print(conn.json, &v, None, &[]));
+            (conn, r)
+        }
+    }
+}
+
+async fn signal(cmd: SignalCmd) -> Outcome {
+    match cmd {
+        SignalCmd::Send { to, signal_type, payload, delivery_class, ttl_seconds, correlation_id, dedupe_key, conn } => {
+            let payload: Value = match serde_json::from_str(&payload) {
+                Ok(p) => p,
+                Err(e) => return (conn, Err(Failure::Usage(format!("--payload is not JSON: {e}")))),
+            };
+            let mut body = json!({"to": to, "type": signal_type, "payload": payload});
+            let fields = [
+                ("delivery_class", delivery_class.map(Value::from)),
+                ("ttl_seconds", ttl_seconds.map(Value::from)),
+                ("correlation_id", correlation_id.map(Value::from)),
+                ("dedupe_key", dedupe_key.map(Value::from)),
+            ];
+            for (k, v) in fields {
+                if let Some(v) = v {
+                    body[k] = v;
+                }
+            }
+            let r = call(&conn, Method::POST, "/v1/signals", Some(body)).await.map(|v| print(conn.json, &v, None, &[]));
+            (conn, r)
+        }
+        SignalCmd::Recall { signal_id, conn } => {
+            let path = format!("/v1/signals/{}/recall", segment(&signal_id));
+            let r = call(&conn, Method::POST, &path, None).await.map(|v| print(conn.json, &v, None, &[]));
+            (conn, r)
+        }
+        SignalCmd::Show { signal_id, conn } => {
+            let path = format!("/v1/signals/{}", segment(&signal_id));
+            let r = call(&conn, Method::GET, &path, None).await.map(|v| print(conn.json, &v, None, &[]));
+            (conn, r)
+        }
+        SignalCmd::List { role, status, limit, conn } => {
+            let mut q = vec![];
+            if let Some(r) = role {
+                q.push(format!("role={}", segment(&r)));
+            }
+            if let Some(s) = status {
+                q.push(format!("status={}", segment(&s)));
+            }
+            if let Some(l) = limit {
+                q.push(format!("limit={l}"));
+            }
+            let path = if q.is_empty() { "/v1/signals".to_string() } else { format!("/v1/signals?{}", q.join("&")) };
+            let r = call(&conn, Method::GET, &path, None).await.map(|v| {
+                let rows = v.get("signals").and_then(Value::as_array).cloned().unwrap_or_default();
+                print(conn.json, &v, Some(&rows), SIGNAL_COLUMNS)
+            });
+            (conn, r)
+        }
+    }
+}
+
+async fn inbox(args: InboxArgs) -> Outcome {
+    let path = if args.drain { "/v1/inbox?drain=true" } else { "/v1/inbox" };
+    let conn = args.conn;
+    let r = call(&conn, Method::GET, path, None).await.map(|v| {
+        let rows = v.get("signals").and_then(Value::as_array).cloned().unwrap_or_default();
+        print(conn.json, &v, Some(&rows), &["id", "from", "type", "priority", "created_at", "expires_at", "payload"])
+    });
+    (conn, r)
+}
+
+async fn plugin(cmd: PluginCmd) -> Outcome {
+    match cmd {
+        PluginCmd::State { plugin, conn } => {
+            let path = format!("/v1/plugins/{}/state", segment(&plugin));
+            let r = call(&conn, Method::GET, &path, None).await.map(|v| print(conn.json, &v, None, &[]));
+            (conn, r)
+        }
+        PluginCmd::Facts { plugin, fact_type, limit, conn } => {
+            let mut path = format!("/v1/plugins/{}/facts?limit={}", segment(&plugin), limit.unwrap_or(50));
+            if let Some(t) = fact_type {
+                path.push_str(&format!("&fact_type={}", segment(&t)));
+            }
+            let r = call(&conn, Method::GET, &path, None).await.map(|v| {
+                let rows = v.get("facts").and_then(Value::as_array).cloned().unwrap_or_default();
+                print(conn.json, &v, Some(&rows), &["seq", "fact_type", "recorded_by", "created_at", "state"])
+            });
+            (conn, r)
+        }
+    }
+}
+
+/// Asks the bus for its own diagnosis (`/v1/admin/doctor`, admin), falling back to `/readyz`.
+async fn doctor(args: DoctorArgs) -> Outcome {
+    let conn = args.conn;
+    let r = match call(&conn, Method::GET, "/v1/admin/doctor", None).await {
+        Ok(v) => {
+            let ok = v.get("ok").and_then(Value::as_bool).unwrap_or(false);
+            let rows = v.get("checks").and_then(Value::as_array).cloned().unwrap_or_default();
+            print(conn.json, &v, Some(&rows), &["check", "ok", "detail", "fix"]);
+            if ok {
+                Ok(())
+            } else {
+                Err(Failure::Bus { status: 200, body: json!({"error": {"code": "doctor", "message": "some checks failed"}}) })
+            }
+        }
+        Err(e) => Err(e),
+    };
+    (conn, r)
+}
