@@ -1,1 +1,0 @@
-//! Embedded backend of the event log (to be written).

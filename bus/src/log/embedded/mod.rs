@@ -1,0 +1,262 @@
+//! The embedded event log: `EventLog` over one local SQLite file (`<data dir>/events.sqlite`),
+//! with the same semantics as the JetStream backend, for running signalbus with no other service.
+//!
+//! Appends go to one writer task that group-commits them (`writer.rs`); reads go to a separate
+//! pool of read-only connections, which WAL mode lets run alongside the writer; `tail` follows
+//! commits (`tail.rs`). Deliberately does not replicate, compact or expire events: the log is
+//! the only truth the read models are rebuilt from, so it keeps everything, and it serves one
+//! process (a second process may open the file safely, but its tails are not woken by our commits).
+
+mod tail;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::{ConnectOptions, Executor, Row, SqliteConnection, SqlitePool};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::info;
+
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::event::{Event, Subjects};
+use crate::log::{Appended, EventLog, Expect, Stored};
+
+use writer::{closed, AppendRequest, Command, Stats, Writer};
+
+/// The file inside the data dir.
+pub const FILE_NAME: &str = "events.sqlite";
+
+/// The subject prefix of the embedded stream (the same one the JetStream stream uses).
+const PREFIX: &str = "signalbus";
+
+/// Appends that may wait for the writer before `append` itself waits (backpressure).
+const QUEUE: usize = 8 * writer::MAX_BATCH;
+
+/// Read connections. Reads are short index lookups; a few connections keep tails, the
+/// projector and request handlers from queueing behind each other on a 2-core box.
+const READERS: u32 = 4;
+
+/// How long a connection waits on SQLite's file lock before failing (another process's
+/// checkpoint, or a second writer on the same file).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Schema version kept in `PRAGMA user_version`, so a later binary knows what it opened.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS events (
+    seq       INTEGER PRIMARY KEY,      -- stream sequence, contiguous from 1, set by the writer
+    subject   TEXT    NOT NULL,
+    event_id  BLOB    NOT NULL UNIQUE,  -- dedupe key of retried appends, kept forever
+    body      BLOB    NOT NULL,         -- codec::encode(event)
+    stored_at INTEGER NOT NULL          -- unix ms of the commit, for operators
+);
+CREATE INDEX IF NOT EXISTS events_subject_seq ON events (subject, seq);
+";
+
+/// The embedded event log. Cheap to clone: clones share one writer and one read pool.
+#[derive(Debug, Clone)]
+pub struct EmbeddedLog {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    subjects: Subjects,
+    path: PathBuf,
+    commands: mpsc::Sender<Command>,
+    readers: SqlitePool,
+    committed: watch::Receiver<u64>,
+    stats: Arc<Stats>,
+}
+
+impl EmbeddedLog {
+    /// Opens (creating if needed) `<data_dir>/events.sqlite` and starts the writer task.
+    pub async fn open(data_dir: &Path) -> Result<EmbeddedLog> {
+        tokio::fs::create_dir_all(data_dir)
+            .await
+            .map_err(|e| Error::Unavailable(format!("cannot create data dir {}: {e}", data_dir.display())))?;
+        let path = data_dir.join(FILE_NAME);
+        let base = SqliteConnectOptions::new().filename(&path).busy_timeout(BUSY_TIMEOUT);
+
+        // The writer connection comes first: it creates the file and switches it to WAL, which
+        // read-only connections cannot do.
+        let writer = base
+            .clone()
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: in WAL mode this is one fsync per commit, i.e. per batch, so an answered
+            // append survives power loss; group commit is what makes that affordable.
+            .synchronous(SqliteSynchronous::Full);
+        let (conn, last_seq) = prepare_writer(writer).await?;
+
+        let readers = SqlitePoolOptions::new()
+            .max_connections(READERS)
+            .min_connections(1)
+            .connect_with(base.read_only(true))
+            .await
+            .map_err(unavailable)?;
+
+        let (commands, rx) = mpsc::channel(QUEUE);
+        let (committed_tx, committed) = watch::channel(last_seq as u64);
+        let stats = Arc::new(Stats::default());
+        tokio::spawn(Writer { conn, rx, committed: committed_tx, stats: stats.clone() }.run());
+
+        info!(path = %path.display(), last_seq, "embedded event log opened");
+        Ok(EmbeddedLog {
+            inner: Arc::new(Inner { subjects: Subjects::new(PREFIX), path, commands, readers, committed, stats }),
+        })
+    }
+
+    /// Lets every append queued so far commit, checkpoints the WAL into the main file and
+    /// closes all connections. Later calls on any clone fail with `Unavailable`; calling it
+    /// again is harmless.
+    pub async fn close(&self) {
+        let (done, finished) = oneshot::channel();
+        if self.inner.commands.send(Command::Close(done)).await.is_ok() {
+            let _ = finished.await;
+        }
+        self.inner.readers.close().await;
+    }
+
+    /// The SQLite file this log lives in.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// How many write transactions (group commits) this handle's writer has committed, and how
+    /// many events they stored. appends / transactions is the average batch size.
+    pub fn commit_stats(&self) -> (u64, u64) {
+        let s = &self.inner.stats;
+        (s.transactions.load(Ordering::Relaxed), s.appends.load(Ordering::Relaxed))
+    }
+}
+
+#[async_trait]
+impl EventLog for EmbeddedLog {
+    fn subjects(&self) -> &Subjects {
+        &self.inner.subjects
+    }
+
+    async fn append(&self, event: &Event, expect: Expect) -> Result<Appended> {
+        let body = codec::encode(event)?;
+        let subject = self.inner.subjects.for_event(event);
+        let (reply, answer) = oneshot::channel();
+        let req = AppendRequest { event_id: event.event_id, subject, body, expect, reply };
+        self.inner.commands.send(Command::Append(req)).await.map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
+    }
+
+    async fn read_subject(&self, subject: &str) -> Result<Vec<Stored>> {
+        let rows = sqlx::query("SELECT seq, subject, body FROM events WHERE subject = ? ORDER BY seq")
+            .bind(subject)
+            .fetch_all(&self.inner.readers)
+            .await
+            .map_err(read_error)?;
+        rows.iter().map(decode_row).collect()
+    }
+
+    async fn last_on_subject(&self, subject: &str) -> Result<Option<Stored>> {
+        let row = sqlx::query("SELECT seq, subject, body FROM events WHERE subject = ? ORDER BY seq DESC LIMIT 1")
+            .bind(subject)
+            .fetch_optional(&self.inner.readers)
+            .await
+            .map_err(read_error)?;
+        row.as_ref().map(decode_row).transpose()
+    }
+
+    async fn read(&self, from_seq: u64, max: usize) -> Result<Vec<Stored>> {
+        read_from(&self.inner.readers, from_seq, max).await
+    }
+
+    async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Stored>>> {
+        Ok(tail::follow(self.inner.readers.clone(), self.inner.committed.clone(), from_seq))
+    }
+
+    async fn last_seq(&self) -> Result<u64> {
+        let last: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
+            .fetch_one(&self.inner.readers)
+            .await
+            .map_err(read_error)?;
+        Ok(last as u64)
+    }
+
+    async fn ping(&self) -> Result<()> {
+        if self.inner.commands.is_closed() {
+            return Err(closed());
+        }
+        sqlx::query("SELECT 1").execute(&self.inner.readers).await.map_err(read_error)?;
+        Ok(())
+    }
+}
+
+/// Up to `max` events with sequence ≥ `from_seq`, in order. Shared by `read` and the tails.
+async fn read_from(readers: &SqlitePool, from_seq: u64, max: usize) -> Result<Vec<Stored>> {
+    if max == 0 {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query("SELECT seq, subject, body FROM events WHERE seq >= ? ORDER BY seq LIMIT ?")
+        .bind(from_seq.min(i64::MAX as u64) as i64)
+        .bind(max.min(i64::MAX as usize) as i64)
+        .fetch_all(readers)
+        .await
+        .map_err(read_error)?;
+    rows.iter().map(decode_row).collect()
+}
+
+fn decode_row(row: &SqliteRow) -> Result<Stored> {
+    let seq: i64 = row.try_get(0)?;
+    let body: &[u8] = row.try_get(2)?;
+    let event = codec::decode(body).map_err(|e| Error::Decode(format!("event at seq {seq}: {e}")))?;
+    Ok(Stored { seq: seq as u64, subject: row.try_get(1)?, event })
+}
+
+/// Connects the writer, brings the schema up to date and reads the newest sequence.
+///
+/// Boxed as `Send`, and calling `Executor` methods rather than sqlx's `async fn` wrappers
+/// (`query(..).fetch_one(..)`), on purpose: through those wrappers rustc cannot prove sqlx's
+/// higher-ranked `Executor` bounds, and `open` would not be `Send` for generic callers.
+fn prepare_writer(options: SqliteConnectOptions) -> BoxFuture<'static, Result<(SqliteConnection, i64)>> {
+    Box::pin(async move {
+        let mut conn = options.connect().await.map_err(unavailable)?;
+        let version: i64 = conn.fetch_one(sqlx::query("PRAGMA user_version")).await?.try_get(0)?;
+        if version > SCHEMA_VERSION {
+            return Err(Error::Storage(format!(
+                "{FILE_NAME} has schema version {version}, newer than this binary's {SCHEMA_VERSION}"
+            )));
+        }
+        conn.execute(sqlx::raw_sql(SCHEMA)).await?;
+        let set_version = format!("PRAGMA user_version = {SCHEMA_VERSION}");
+        conn.execute(sqlx::raw_sql(&set_version)).await?;
+        let last_seq: i64 =
+            conn.fetch_one(sqlx::query("SELECT COALESCE(MAX(seq), 0) FROM events")).await?.try_get(0)?;
+        Ok((conn, last_seq))
+    })
+}
+
+/// Opening failures: the file or its directory is not usable, so the log cannot take events.
+fn unavailable(e: sqlx::Error) -> Error {
+    Error::Unavailable(format!("cannot open the event log: {e}"))
+}
+
+/// A read that failed because the log is closed or its connections are gone is `Unavailable`
+/// (retry later); anything else is a storage fault.
+fn read_error(e: sqlx::Error) -> Error {
+    match e {
+        sqlx::Error::PoolClosed => closed(),
+        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => {
+            Error::Unavailable(format!("event log read failed: {e}"))
+        }
+        e => Error::from(e),
+    }
+}

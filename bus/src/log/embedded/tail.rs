@@ -1,0 +1,72 @@
+//! `tail` of the embedded log: a stream that pages through stored events and, once caught up,
+//! sleeps until the writer publishes a newer committed sequence.
+//!
+//! Deliberately does not buffer or fan out events from the writer: every event is read back from
+//! the table, so a tail can never see an event that did not commit, skip one, or reorder them.
+
+use futures::stream::{self, BoxStream, StreamExt};
+use sqlx::SqlitePool;
+use tokio::sync::watch;
+
+use super::{read_from, writer::closed};
+use crate::error::Result;
+use crate::log::Stored;
+
+/// Events fetched per read while catching up.
+const PAGE: usize = 512;
+
+struct Cursor {
+    readers: SqlitePool,
+    committed: watch::Receiver<u64>,
+    next: u64,
+    done: bool,
+}
+
+/// Every event with sequence ≥ `from_seq`, forever. Ends after yielding an error (a failed read
+/// or the log closing); the caller resumes with a new tail from its next sequence.
+pub(super) fn follow(
+    readers: SqlitePool,
+    committed: watch::Receiver<u64>,
+    from_seq: u64,
+) -> BoxStream<'static, Result<Stored>> {
+    let cursor = Cursor { readers, committed, next: from_seq.max(1), done: false };
+    stream::unfold(cursor, |mut c| async move {
+        if c.done {
+            return None;
+        }
+        let page = next_page(&mut c).await;
+        if page.is_err() {
+            c.done = true;
+        }
+        Some((page, c))
+    })
+    .flat_map(|page| match page {
+        Ok(events) => stream::iter(events.into_iter().map(Ok)).boxed(),
+        Err(e) => stream::once(async move { Err(e) }).boxed(),
+    })
+    .boxed()
+}
+
+/// The next non-empty page at the cursor, waiting for commits when there is none yet.
+async fn next_page(c: &mut Cursor) -> Result<Vec<Stored>> {
+    loop {
+        // Mark the current commit as seen *before* reading: a commit that lands after this line
+        // either is in the read below or flags `changed()`, so no wake-up is ever lost.
+        c.committed.borrow_and_update();
+        let page = read_from(&c.readers, c.next, PAGE).await?;
+        if let Some(last) = page.last() {
+            c.next = last.seq + 1;
+            return Ok(page);
+        }
+        if c.committed.changed().await.is_err() {
+            // The writer is gone. It publishes before it answers and stops only after its last
+            // commit, so one more read finds anything still unseen.
+            let page = read_from(&c.readers, c.next, PAGE).await?;
+            if let Some(last) = page.last() {
+                c.next = last.seq + 1;
+                return Ok(page);
+            }
+            return Err(closed());
+        }
+    }
+}
