@@ -1,1 +1,56 @@
-//! The edge of signalbus: HTTP and WebSocket. (filled by the gateway issue)
+//! The edge of signalbus: HTTP and WebSocket. Authenticates agents, keeps presence, turns
+//! requests into commands on the event stream, and pushes signals to live sessions.
+//!
+//! Deliberately decides nothing about a signal's life itself (`bus::send` and `bus::signal`
+//! do, `bus::store` makes it stick) and never writes a read model: it appends events and reads
+//! the projector's `Queries`. It is the only crate that knows HTTP and JSON wire shapes.
+//!
+//! # Layout
+//! - `config`: `GatewayConfig`.
+//! - `state`: `Gateway` (the shared handle), `start`, shutdown.
+//! - `app`: `app(gateway) -> Router` and `run(listener, gateway, shutdown)`.
+//! - `auth`: bearer tokens, token hashing, the admin/agent extractors.
+//! - `registry`: token hash → (tenant, identity), and the roster, followed from the stream.
+//! - `presence`: who is connected where, and the recipient state of CONTRACT §2.
+//! - `hub`: the sessions this process holds, and how to reach or close them.
+//! - `follower`: the stream tail that feeds registry and presence and triggers pushes.
+//! - `delivery`: compare-and-set delivery to one session, live push, startup drain.
+//! - `send`, `commands`: the send flow, recall, ack and plugin facts, shared by HTTP and WS.
+//! - `wire`: JSON shapes in and out (requests, responses, push frames, rows).
+//! - `ws/`: the WebSocket protocol (frames, session loop, writer, dispatcher).
+//! - `http/`: the HTTP handlers, one file per area.
+//! - `error`: the one error type, with CONTRACT §8 codes and statuses.
+//! - `metrics`: the CONTRACT §11 series this crate records.
+
+mod app;
+pub mod auth;
+mod commands;
+mod config;
+mod delivery;
+pub mod error;
+mod follower;
+mod http;
+mod hub;
+pub mod metrics;
+mod presence;
+mod registry;
+mod send;
+mod state;
+pub mod wire;
+pub mod ws;
+
+pub use app::{app, run, serve_router};
+pub use config::GatewayConfig;
+pub use error::ApiError;
+pub use state::Gateway;
+
+/// Errors of starting a gateway.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("event stream: {0}")]
+    Stream(#[from] bus::Error),
+    #[error("timed out catching up with the event stream at sequence {0}")]
+    CatchUp(u64),
+}
+
+pub type Result<T, E = StartError> = std::result::Result<T, E>;

@@ -1,0 +1,80 @@
+//! The commands other than send, shared by HTTP and WebSocket: recall (CONTRACT §6), ack
+//! (CONTRACT §5) and plugin facts (CONTRACT §8).
+//!
+//! Deliberately thin: `bus::store` decides and appends; this file adds who may ask, what the
+//! caller is told, and the metrics.
+
+use bus::event::PluginFactRecorded;
+use bus::names::{plugin_owned_by, validate_plugin};
+use bus::signal::{RecallOutcome, SignalCommand};
+use chrono::Utc;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::metrics;
+use crate::state::Gateway;
+
+/// Largest plugin fact state, encoded (CONTRACT §8).
+pub const MAX_FACT_STATE_BYTES: usize = 1024 * 1024;
+
+/// Recalls `signal_id` on behalf of its sender `by`. Another's signal, a bounce and an unknown
+/// id all answer `not_found`, so ids cannot be probed.
+pub async fn recall(gw: &Gateway, tenant: &str, by: &str, signal_id: Uuid) -> Result<RecallOutcome, ApiError> {
+    let command = SignalCommand::Recall { by: by.to_string() };
+    let executed = gw.store().execute(tenant, signal_id, &command, by, Utc::now()).await?;
+    let outcome = RecallOutcome::of(&executed.state, by);
+    metrics::recall(outcome);
+    Ok(outcome)
+}
+
+/// Records acks of `by` for signals delivered to it. Signals that are not its own, not
+/// delivered, or already acked are skipped: an ack is a hint, never an error.
+pub async fn ack(gw: &Gateway, tenant: &str, by: &str, session_id: Option<Uuid>, ids: &[Uuid]) {
+    let command = SignalCommand::Ack { by: by.to_string(), session_id };
+    let now = Utc::now();
+    let results =
+        futures::future::join_all(ids.iter().map(|id| gw.store().execute(tenant, *id, &command, by, now))).await;
+    for (id, r) in ids.iter().zip(results) {
+        match r {
+            Ok(_) | Err(bus::Error::Domain(_)) => {}
+            Err(e) => tracing::warn!(error = %e, signal_id = %id, "ack not recorded"),
+        }
+    }
+}
+
+/// Appends a plugin fact for `by` and returns its per-plugin `seq`.
+pub async fn fact(
+    gw: &Gateway,
+    tenant: &str,
+    by: &str,
+    plugin: &str,
+    fact_type: &str,
+    state: &Value,
+) -> Result<u64, ApiError> {
+    validate_plugin(plugin)?;
+    if !plugin_owned_by(plugin, by) {
+        return Err(ApiError::Forbidden(format!("{by} may only record facts for the plugins {by:?} and \"{by}/...\"")));
+    }
+    if fact_type.is_empty() || fact_type.chars().count() > 128 {
+        return Err(ApiError::invalid("fact_type must be 1 to 128 characters"));
+    }
+    if !state.is_object() {
+        return Err(ApiError::invalid("state must be a JSON object"));
+    }
+    let encoded = state.to_string();
+    if encoded.len() > MAX_FACT_STATE_BYTES {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "state is {} bytes encoded, the limit is {MAX_FACT_STATE_BYTES}",
+            encoded.len()
+        )));
+    }
+    let fact = PluginFactRecorded {
+        plugin: plugin.to_string(),
+        seq: 0,
+        fact_type: fact_type.to_string(),
+        state: encoded,
+        recorded_by: by.to_string(),
+    };
+    Ok(gw.store().record_fact(tenant, by, fact, Utc::now()).await?)
+}

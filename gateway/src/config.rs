@@ -1,0 +1,81 @@
+//! The gateway's settings, with the contract's defaults.
+//!
+//! Deliberately does not read files or flags: the binary builds a `GatewayConfig`.
+
+use std::time::Duration;
+
+use bus::catalog::TypeTable;
+
+/// Everything a gateway process is told at start.
+#[derive(Clone)]
+pub struct GatewayConfig {
+    /// This process's name, written into `session.opened` so every node knows who holds what.
+    pub node: String,
+    /// Bearer token of the operator. Empty disables admin access altogether.
+    pub admin_token: String,
+    /// A session whose newest heartbeat is older than this is stale (CONTRACT §2).
+    pub stale_after: Duration,
+    /// Largest encoded signal payload (CONTRACT §4: 64 KiB).
+    pub max_payload_bytes: usize,
+    /// Per-type defaults (CONTRACT §3, with deployment overrides).
+    pub types: TypeTable,
+    /// The tenant used when an admin call names none.
+    pub tenant_default: String,
+    /// Frames a session may have queued for writing before it is closed as a slow consumer.
+    pub outbound_buffer: usize,
+    /// Largest inbound WebSocket message (CONTRACT §7: 1 MiB, close 1009 above).
+    pub max_frame_bytes: usize,
+    /// How long acks wait to be recorded together.
+    pub ack_flush_interval: Duration,
+    /// How long a startup drain waits for the read models to reach the stream position.
+    pub drain_wait: Duration,
+    /// Rows asked of the read models per drain query.
+    pub drain_batch: u32,
+    /// How long a node that does not hold the preferred session waits before pushing anyway,
+    /// so that a node whose presence view lags still delivers.
+    pub push_grace: Duration,
+    /// How long `run` waits for sessions to close at shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            node: "gateway".to_string(),
+            admin_token: String::new(),
+            stale_after: Duration::from_secs(60),
+            max_payload_bytes: bus::send::DEFAULT_MAX_PAYLOAD_BYTES,
+            types: TypeTable::default(),
+            tenant_default: "default".to_string(),
+            outbound_buffer: 1024,
+            max_frame_bytes: 1024 * 1024,
+            ack_flush_interval: Duration::from_millis(50),
+            drain_wait: Duration::from_secs(10),
+            drain_batch: 500,
+            push_grace: Duration::from_millis(250),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl GatewayConfig {
+    /// How often the gateway pings a WebSocket and at most how often it records a heartbeat.
+    pub fn heartbeat_interval(&self) -> Duration {
+        (self.stale_after / 4).max(Duration::from_millis(10))
+    }
+}
+
+// The admin token must never reach a log line.
+impl std::fmt::Debug for GatewayConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayConfig")
+            .field("node", &self.node)
+            .field("admin_token", &"<redacted>")
+            .field("stale_after", &self.stale_after)
+            .field("max_payload_bytes", &self.max_payload_bytes)
+            .field("tenant_default", &self.tenant_default)
+            .field("outbound_buffer", &self.outbound_buffer)
+            .field("max_frame_bytes", &self.max_frame_bytes)
+            .finish_non_exhaustive()
+    }
+}

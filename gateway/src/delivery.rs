@@ -1,0 +1,196 @@
+//! Handing signals to this process's sessions: the per-signal compare-and-set that records
+//! `signal.delivered` before the frame is queued, the live push that follows the stream tail,
+//! and the startup drain of a session that opens.
+//!
+//! Deliberately never writes a frame for a delivery it could not record: the stream decides,
+//! so a recalled or expired signal is never handed out and two drains never share a signal.
+//! A frame queued after its delivery was recorded but never read (the client vanished) is
+//! simply delivered-and-unacked, which the next session of the identity gets again.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bus::event::{DeliveredVia, Event, EventBody, SignalDelivered, SignalSent};
+use bus::log::Expect;
+use bus::signal::{decide, SignalCommand, Status};
+use chrono::Utc;
+use uuid::Uuid;
+
+use crate::hub::{CloseReason, SessionHandle};
+use crate::state::Gateway;
+use crate::{metrics, wire};
+
+/// Attempts after losing a compare-and-set before giving the signal up to the next drain.
+const MAX_ATTEMPTS: usize = 8;
+
+/// A `signal.sent` just read from the stream, with the sequence it was stored at.
+pub struct Fresh<'a> {
+    pub sent: &'a SignalSent,
+    pub seq: u64,
+}
+
+/// Delivers one signal to `session`. Returns whether a frame was queued.
+///
+/// With `fresh`, the delivery is appended expecting the `signal.sent` to still be the newest
+/// event of the signal — no read needed on the hot path; losing that race (a recall, an
+/// expiry, another delivery) falls back to reading the signal and deciding again.
+/// `allow_redeliver` lets a signal delivered to a session that has since closed, and never
+/// acked, go out again (`redelivered: true`).
+pub async fn deliver_to(
+    gw: &Gateway,
+    session: &Arc<SessionHandle>,
+    signal_id: Uuid,
+    fresh: Option<Fresh<'_>>,
+    via: DeliveredVia,
+    allow_redeliver: bool,
+) -> Result<bool, bus::Error> {
+    if session.is_closing() {
+        return Ok(false);
+    }
+    // Reserve the queue slot first: a delivery is only recorded if its frame has room.
+    let permit = match session.out.try_reserve() {
+        Ok(p) => p,
+        Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+            session.close(CloseReason::SlowConsumer);
+            return Ok(false);
+        }
+        Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return Ok(false),
+    };
+    let tenant = session.tenant.as_str();
+    let actor = session.identity.clone();
+
+    if let Some(Fresh { sent, seq }) = fresh {
+        let now = Utc::now();
+        if now >= sent.expires_at {
+            return Ok(false);
+        }
+        let body = EventBody::SignalDelivered(SignalDelivered {
+            signal_id,
+            to: sent.to.clone(),
+            via,
+            session_id: Some(session.id),
+            redelivered: false,
+        });
+        let mut event = Event::new(tenant, Some(actor.clone()), now, body);
+        event.correlation_id = sent.correlation_id.clone();
+        match gw.store().append(&event, Expect::LastSubjectSeq(seq)).await {
+            Ok(_) => {
+                permit.send(wire::signal_frame(sent, false));
+                metrics::delivered(&gw.config().types, &sent.signal_type, via, sent.created_at);
+                return Ok(true);
+            }
+            Err(bus::Error::Conflict { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+
+    for _ in 0..MAX_ATTEMPTS {
+        let (state, last_seq) = gw.store().load(tenant, signal_id).await?;
+        let Some(sent) = state.sent.as_deref() else { return Ok(false) };
+        if sent.to != session.identity {
+            return Ok(false);
+        }
+        // Hand out again only what went to a session that is gone: a delivery to a session
+        // still open (this one, or a sibling) is that session's to ack.
+        let redeliver = allow_redeliver
+            && state.status == (Status::Delivered { acked: false })
+            && state
+                .last_delivery
+                .as_ref()
+                .and_then(|d| d.session_id)
+                .is_some_and(|sid| sid != session.id && !gw.presence().is_open(sid));
+        let now = Utc::now();
+        let command = SignalCommand::Deliver { via, session_id: Some(session.id), redeliver };
+        let Ok(bodies) = decide(&state, &command, now) else { return Ok(false) };
+        let Some(body) = bodies.into_iter().next() else { return Ok(false) };
+        let redelivered = matches!(&body, EventBody::SignalDelivered(d) if d.redelivered);
+        let mut event = Event::new(tenant, Some(actor.clone()), now, body);
+        event.correlation_id = sent.correlation_id.clone();
+        match gw.store().append(&event, Expect::LastSubjectSeq(last_seq)).await {
+            Ok(_) => {
+                permit.send(wire::signal_frame(sent, redelivered));
+                metrics::delivered(&gw.config().types, &sent.signal_type, via, sent.created_at);
+                return Ok(true);
+            }
+            Err(bus::Error::Conflict { .. }) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    tracing::warn!(signal_id = %signal_id, "delivery kept losing the compare-and-set; left for the next drain");
+    Ok(false)
+}
+
+/// Called by the stream tail for every `signal.sent`: if this process holds a live session of
+/// the recipient, push to it. The node holding the preferred (freshest) session pushes at
+/// once; any other node holding a session waits `push_grace` first, then tries too, so a lagging
+/// presence view can delay a push but never lose it. The compare-and-set picks one winner.
+pub fn on_sent(gw: &Gateway, tenant: &str, sent: &SignalSent, seq: u64) {
+    if Utc::now() >= sent.expires_at {
+        return;
+    }
+    let Some(freshest_local) = gw.hub().of_identity(tenant, &sent.to).into_iter().next() else { return };
+    let preferred = gw.presence().resolve(tenant, &sent.to, Utc::now(), gw.config().stale_after).resolved;
+    let (session, delay) = match preferred {
+        Some((id, node)) if node == gw.config().node => {
+            (gw.hub().get(id).filter(|s| !s.is_closing()).unwrap_or(freshest_local), None)
+        }
+        Some(_) => (freshest_local, Some(gw.config().push_grace)),
+        None => (freshest_local, None),
+    };
+    let gw = gw.clone();
+    let sent = sent.clone();
+    gw.tasks().clone().spawn(async move {
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
+        let fresh = Fresh { sent: &sent, seq };
+        if let Err(e) = deliver_to(&gw, &session, sent.signal_id, Some(fresh), DeliveredVia::WsPush, false).await {
+            tracing::warn!(error = %e, signal_id = %sent.signal_id, "push failed; the signal stays pending");
+        }
+    });
+}
+
+/// The startup drain of a session that just opened: waits until the read models have applied
+/// the stream up to the position seen now (so a signal sent just before the session opened is
+/// not missed), then delivers what is drainable in `priority DESC, created_at ASC` order.
+/// Anything sent after that position reaches the session through the tail push instead.
+pub async fn startup_drain(gw: Gateway, session: Arc<SessionHandle>) {
+    if let Err(e) = drain(&gw, &session).await {
+        tracing::warn!(error = %e, session_id = %session.id, "startup drain failed; pending signals wait for the next session");
+    }
+}
+
+async fn drain(gw: &Gateway, session: &Arc<SessionHandle>) -> Result<(), crate::ApiError> {
+    let queries = gw.queries();
+    let batch = gw.config().drain_batch.max(1);
+    let mut seen: HashSet<Uuid> = HashSet::new();
+    // Each round re-reads after the read models caught up with what the previous one appended,
+    // so rows already handed out are not offered again, and a full page means "ask again".
+    for _ in 0..64 {
+        let target = gw.log().last_seq().await?;
+        if let Err(e) = queries.wait_for(target, gw.config().drain_wait).await {
+            tracing::warn!(error = %e, target, "read models lag; draining what they have");
+        }
+        if session.is_closing() {
+            return Ok(());
+        }
+        let rows = queries.drainable(&session.tenant, &session.identity, Utc::now(), batch).await?;
+        let full = rows.len() as u32 >= batch;
+        let mut fresh_rows = 0;
+        for row in rows {
+            if !seen.insert(row.id) {
+                continue;
+            }
+            fresh_rows += 1;
+            if session.is_closing() {
+                return Ok(());
+            }
+            let redeliver = row.delivered_at.is_some();
+            deliver_to(gw, session, row.id, None, DeliveredVia::StartupDrain, redeliver).await?;
+        }
+        if !full || fresh_rows == 0 {
+            return Ok(());
+        }
+    }
+    Ok(())
+}

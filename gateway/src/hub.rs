@@ -1,0 +1,201 @@
+//! The sessions this process holds: how to queue a frame for one, how to ask one to close, and
+//! which of them belong to an identity.
+//!
+//! Deliberately holds no socket: each session's writer task owns its socket half, and the hub
+//! only holds the bounded queue in front of it, so a slow client never blocks anyone else.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use bus::event::SessionKind;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Why a session ended: the WS close code sent and the `reason` label of
+/// `signalbus_disconnects_total` (also written into `session.closed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    ClientClosed,
+    Timeout,
+    SlowConsumer,
+    FrameTooLarge,
+    TokenRotated,
+    Shutdown,
+    Error,
+}
+
+impl CloseReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            CloseReason::ClientClosed => "client_closed",
+            CloseReason::Timeout => "timeout",
+            CloseReason::SlowConsumer => "slow_consumer",
+            CloseReason::FrameTooLarge => "frame_too_large",
+            CloseReason::TokenRotated => "token_rotated",
+            CloseReason::Shutdown => "shutdown",
+            CloseReason::Error => "error",
+        }
+    }
+
+    pub fn code(self) -> u16 {
+        match self {
+            CloseReason::ClientClosed | CloseReason::Timeout => 1000,
+            CloseReason::Shutdown => 1001,
+            CloseReason::TokenRotated => 1008,
+            CloseReason::FrameTooLarge => 1009,
+            CloseReason::Error => 1011,
+            CloseReason::SlowConsumer => 1013,
+        }
+    }
+
+    /// The close frame's reason text (lowercase, for humans).
+    pub fn text(self) -> &'static str {
+        match self {
+            CloseReason::ClientClosed => "closed",
+            CloseReason::Timeout => "no heartbeat within twice the stale threshold",
+            CloseReason::SlowConsumer => "slow consumer: outbound buffer full",
+            CloseReason::FrameTooLarge => "frame exceeds the size limit",
+            CloseReason::TokenRotated => "token rotated",
+            CloseReason::Shutdown => "server shutting down",
+            CloseReason::Error => "internal error",
+        }
+    }
+}
+
+/// Non-data frames, sent ahead of any queued data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    Ping,
+    Close(CloseReason),
+}
+
+/// One live session of this process.
+#[derive(Debug)]
+pub struct SessionHandle {
+    pub id: Uuid,
+    pub tenant: String,
+    pub identity: String,
+    pub kind: SessionKind,
+    pub token_hash: String,
+    /// Text frames waiting for the writer; bounded by `outbound_buffer`.
+    pub out: mpsc::Sender<String>,
+    pub control: mpsc::UnboundedSender<Control>,
+    closing: CancellationToken,
+    reason: Mutex<Option<CloseReason>>,
+    last_seen: Mutex<Instant>,
+}
+
+impl SessionHandle {
+    pub fn new(
+        id: Uuid,
+        agent: &crate::auth::Agent,
+        kind: SessionKind,
+        out: mpsc::Sender<String>,
+        control: mpsc::UnboundedSender<Control>,
+    ) -> Self {
+        Self {
+            id,
+            tenant: agent.tenant.clone(),
+            identity: agent.identity.clone(),
+            kind,
+            token_hash: agent.token_hash.clone(),
+            out,
+            control,
+            closing: CancellationToken::new(),
+            reason: Mutex::new(None),
+            last_seen: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Asks the session to close; the first reason given is the one recorded.
+    pub fn close(&self, reason: CloseReason) {
+        self.reason.lock().unwrap().get_or_insert(reason);
+        self.closing.cancel();
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing.is_cancelled()
+    }
+
+    pub fn closing(&self) -> &CancellationToken {
+        &self.closing
+    }
+
+    pub fn reason(&self) -> Option<CloseReason> {
+        *self.reason.lock().unwrap()
+    }
+
+    pub fn touch(&self) {
+        *self.last_seen.lock().unwrap() = Instant::now();
+    }
+
+    pub fn last_seen(&self) -> Instant {
+        *self.last_seen.lock().unwrap()
+    }
+
+    /// Queues a frame; a full queue closes the session as a slow consumer (CONTRACT §7).
+    pub fn send(&self, frame: String) -> bool {
+        match self.out.try_send(frame) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.close(CloseReason::SlowConsumer);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Hub {
+    sessions: RwLock<HashMap<Uuid, Arc<SessionHandle>>>,
+}
+
+impl Hub {
+    pub fn insert(&self, s: Arc<SessionHandle>) {
+        self.sessions.write().unwrap().insert(s.id, s);
+    }
+
+    pub fn remove(&self, id: Uuid) {
+        self.sessions.write().unwrap().remove(&id);
+    }
+
+    pub fn get(&self, id: Uuid) -> Option<Arc<SessionHandle>> {
+        self.sessions.read().unwrap().get(&id).cloned()
+    }
+
+    /// This process's open sessions of an identity, freshest first.
+    pub fn of_identity(&self, tenant: &str, identity: &str) -> Vec<Arc<SessionHandle>> {
+        let mut out: Vec<_> = self
+            .sessions
+            .read()
+            .unwrap()
+            .values()
+            .filter(|s| s.tenant == tenant && s.identity == identity && !s.is_closing())
+            .cloned()
+            .collect();
+        out.sort_by_key(|s| std::cmp::Reverse(s.last_seen()));
+        out
+    }
+
+    /// Closes an identity's sessions opened with a token other than `current_hash`.
+    pub fn close_stale_tokens(&self, tenant: &str, identity: &str, current_hash: &str) {
+        for s in self.of_identity(tenant, identity) {
+            if s.token_hash != current_hash {
+                s.close(CloseReason::TokenRotated);
+            }
+        }
+    }
+
+    pub fn close_all(&self, reason: CloseReason) {
+        for s in self.sessions.read().unwrap().values() {
+            s.close(reason);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.read().unwrap().len()
+    }
+}

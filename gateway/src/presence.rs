@@ -1,0 +1,181 @@
+//! Who is connected where: an in-memory model of every open session on every node, fed by
+//! `session.*` events from the stream and, for this node's sessions, by local activity, and
+//! the recipient state of CONTRACT §2 computed from it.
+//!
+//! Deliberately does not close or ping anything (`ws/session.rs` does) and never reads a read
+//! model: presence is on the send hot path and must not wait for the projector.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::RwLock;
+use std::time::Duration;
+
+use bus::event::{Event, EventBody, RecipientState, SessionKind, Surface};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// One open session as presence knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub tenant: String,
+    pub identity: String,
+    pub kind: SessionKind,
+    pub surface: Surface,
+    pub node: String,
+    pub last_heartbeat: DateTime<Utc>,
+}
+
+/// The recipient as a send sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolution {
+    pub state: RecipientState,
+    pub has_live_ws: bool,
+    /// The freshest live ws session, else the freshest live session of any surface.
+    pub resolved: Option<(Uuid, String)>,
+    pub live_sessions: usize,
+    pub last_heartbeat: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sessions: HashMap<Uuid, Entry>,
+    by_identity: HashMap<(String, String), HashSet<Uuid>>,
+}
+
+#[derive(Debug, Default)]
+pub struct Presence {
+    inner: RwLock<Inner>,
+}
+
+impl Presence {
+    /// Folds a `session.*` event in; other events are ignored. A session opened here is also
+    /// recorded locally first, so applying its `session.opened` again only keeps the freshest
+    /// heartbeat.
+    pub fn apply(&self, event: &Event) {
+        match &event.body {
+            EventBody::SessionOpened(o) => self.open(
+                o.session_id,
+                Entry {
+                    tenant: event.tenant.clone(),
+                    identity: o.identity.clone(),
+                    kind: o.kind,
+                    surface: o.surface,
+                    node: o.node.clone(),
+                    last_heartbeat: event.occurred_at,
+                },
+            ),
+            EventBody::SessionHeartbeat(h) => self.touch(h.session_id, event.occurred_at),
+            EventBody::SessionClosed(c) => self.close(c.session_id),
+            _ => {}
+        }
+    }
+
+    pub fn open(&self, id: Uuid, entry: Entry) {
+        let mut inner = self.inner.write().unwrap();
+        let key = (entry.tenant.clone(), entry.identity.clone());
+        match inner.sessions.get_mut(&id) {
+            Some(existing) => existing.last_heartbeat = existing.last_heartbeat.max(entry.last_heartbeat),
+            None => {
+                inner.sessions.insert(id, entry);
+                inner.by_identity.entry(key).or_default().insert(id);
+            }
+        }
+    }
+
+    /// Records a heartbeat of an open session (unknown sessions are ignored: a late heartbeat
+    /// must not resurrect a closed one).
+    pub fn touch(&self, id: Uuid, at: DateTime<Utc>) {
+        if let Some(e) = self.inner.write().unwrap().sessions.get_mut(&id) {
+            e.last_heartbeat = e.last_heartbeat.max(at);
+        }
+    }
+
+    pub fn close(&self, id: Uuid) {
+        let mut inner = self.inner.write().unwrap();
+        if let Some(e) = inner.sessions.remove(&id) {
+            let key = (e.tenant, e.identity);
+            if let Some(set) = inner.by_identity.get_mut(&key) {
+                set.remove(&id);
+                if set.is_empty() {
+                    inner.by_identity.remove(&key);
+                }
+            }
+        }
+    }
+
+    pub fn is_open(&self, id: Uuid) -> bool {
+        self.inner.read().unwrap().sessions.contains_key(&id)
+    }
+
+    /// The recipient state of `identity` at `now` (CONTRACT §2).
+    pub fn resolve(&self, tenant: &str, identity: &str, now: DateTime<Utc>, stale_after: Duration) -> Resolution {
+        let inner = self.inner.read().unwrap();
+        let threshold = now - chrono::Duration::from_std(stale_after).unwrap_or(chrono::Duration::MAX);
+        let ids = inner.by_identity.get(&(tenant.to_string(), identity.to_string()));
+        let entries: Vec<(&Uuid, &Entry)> =
+            ids.into_iter().flatten().filter_map(|id| inner.sessions.get_key_value(id)).collect();
+        let last_heartbeat = entries.iter().map(|(_, e)| e.last_heartbeat).max();
+        let mut live: Vec<&(&Uuid, &Entry)> = entries.iter().filter(|(_, e)| e.last_heartbeat > threshold).collect();
+        // Freshest first, ws before piggyback at equal freshness: a push beats a buffer.
+        live.sort_by(|a, b| {
+            (b.1.surface == Surface::Ws, b.1.last_heartbeat).cmp(&(a.1.surface == Surface::Ws, a.1.last_heartbeat))
+        });
+        let has_live_ws = live.iter().any(|(_, e)| e.surface == Surface::Ws);
+        let state = if !live.is_empty() {
+            RecipientState::Available
+        } else if !entries.is_empty() {
+            RecipientState::NotAvailableStale
+        } else {
+            RecipientState::NotAvailableOffline
+        };
+        Resolution {
+            state,
+            has_live_ws,
+            resolved: live.first().map(|(id, e)| (**id, e.node.clone())),
+            live_sessions: live.len(),
+            last_heartbeat,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(surface: Surface, node: &str, at: DateTime<Utc>) -> Entry {
+        Entry {
+            tenant: "t".into(),
+            identity: "bob".into(),
+            kind: SessionKind::Interactive,
+            surface,
+            node: node.into(),
+            last_heartbeat: at,
+        }
+    }
+
+    #[test]
+    fn states_follow_the_threshold_and_the_freshest_ws_session_wins() {
+        let p = Presence::default();
+        let now = Utc::now();
+        let stale = Duration::from_secs(60);
+        assert_eq!(p.resolve("t", "bob", now, stale).state, RecipientState::NotAvailableOffline);
+        let old = Uuid::new_v4();
+        p.open(old, entry(Surface::Ws, "n1", now - chrono::Duration::seconds(120)));
+        let r = p.resolve("t", "bob", now, stale);
+        assert_eq!(r.state, RecipientState::NotAvailableStale);
+        assert_eq!(r.resolved, None);
+        let fresh = Uuid::new_v4();
+        p.open(fresh, entry(Surface::Ws, "n2", now - chrono::Duration::seconds(5)));
+        let pb = Uuid::new_v4();
+        p.open(pb, entry(Surface::Piggyback, "n1", now));
+        let r = p.resolve("t", "bob", now, stale);
+        assert_eq!(r.state, RecipientState::Available);
+        assert!(r.has_live_ws);
+        assert_eq!(r.resolved, Some((fresh, "n2".into())));
+        assert_eq!(p.resolve("u", "bob", now, stale).state, RecipientState::NotAvailableOffline);
+        p.close(fresh);
+        p.touch(fresh, now);
+        let r = p.resolve("t", "bob", now, stale);
+        assert!(!r.has_live_ws);
+        assert_eq!(r.resolved, Some((pb, "n1".into())));
+    }
+}

@@ -1,0 +1,117 @@
+//! Who the agents are: token hash → (tenant, identity), and each tenant's roster, held in
+//! memory and fed from the stream so every gateway process agrees.
+//!
+//! Deliberately knows no tokens (only their SHA-256) and decides nothing: the HTTP handlers
+//! append `agent.*` events, and this applies them (also synchronously, so a rotated token is
+//! refused by this process at once rather than when the tail catches up).
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use bus::event::{Event, EventBody, SessionKind};
+use chrono::{DateTime, Utc};
+
+/// One registered agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentEntry {
+    pub kind: SessionKind,
+    pub token_hash: String,
+    pub registered_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_hash: HashMap<String, (String, String)>,
+    agents: HashMap<(String, String), AgentEntry>,
+}
+
+#[derive(Debug, Default)]
+pub struct Registry {
+    inner: RwLock<Inner>,
+}
+
+impl Registry {
+    /// Folds an `agent.*` event in; other events are ignored. Idempotent, so an event applied
+    /// synchronously by its writer and again by the tail changes nothing the second time.
+    pub fn apply(&self, event: &Event) {
+        let mut inner = self.inner.write().unwrap();
+        match &event.body {
+            EventBody::AgentRegistered(r) => {
+                let key = (event.tenant.clone(), r.identity.clone());
+                if inner.agents.contains_key(&key) {
+                    return;
+                }
+                inner.by_hash.insert(r.token_hash.clone(), key.clone());
+                inner.agents.insert(
+                    key,
+                    AgentEntry { kind: r.kind, token_hash: r.token_hash.clone(), registered_at: event.occurred_at },
+                );
+            }
+            EventBody::TokenRotated(r) => {
+                let key = (event.tenant.clone(), r.identity.clone());
+                let Some(entry) = inner.agents.get_mut(&key) else { return };
+                let old = std::mem::replace(&mut entry.token_hash, r.token_hash.clone());
+                inner.by_hash.remove(&old);
+                inner.by_hash.insert(r.token_hash.clone(), key);
+            }
+            _ => {}
+        }
+    }
+
+    /// The (tenant, identity) a token hash authenticates, if it is current.
+    pub fn lookup(&self, token_hash: &str) -> Option<(String, String)> {
+        self.inner.read().unwrap().by_hash.get(token_hash).cloned()
+    }
+
+    pub fn get(&self, tenant: &str, identity: &str) -> Option<AgentEntry> {
+        self.inner.read().unwrap().agents.get(&(tenant.to_string(), identity.to_string())).cloned()
+    }
+
+    pub fn is_registered(&self, tenant: &str, identity: &str) -> bool {
+        self.get(tenant, identity).is_some()
+    }
+
+    /// A tenant's agents, sorted by identity.
+    pub fn roster(&self, tenant: &str) -> Vec<(String, AgentEntry)> {
+        let inner = self.inner.read().unwrap();
+        let mut out: Vec<_> =
+            inner.agents.iter().filter(|((t, _), _)| t == tenant).map(|((_, i), e)| (i.clone(), e.clone())).collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bus::event::{AgentRegistered, TokenRotated};
+
+    fn ev(tenant: &str, body: EventBody) -> Event {
+        Event::new(tenant, None, Utc::now(), body)
+    }
+
+    #[test]
+    fn rotation_replaces_the_hash_and_tenants_stay_apart() {
+        let r = Registry::default();
+        let reg = |t: &str, h: &str| {
+            ev(
+                t,
+                EventBody::AgentRegistered(AgentRegistered {
+                    identity: "alice".into(),
+                    kind: SessionKind::Interactive,
+                    token_hash: h.into(),
+                }),
+            )
+        };
+        r.apply(&reg("t1", "h1"));
+        r.apply(&reg("t2", "h2"));
+        assert_eq!(r.lookup("h1"), Some(("t1".into(), "alice".into())));
+        let rot = ev("t1", EventBody::TokenRotated(TokenRotated { identity: "alice".into(), token_hash: "h3".into() }));
+        r.apply(&rot);
+        r.apply(&rot);
+        assert_eq!(r.lookup("h1"), None);
+        assert_eq!(r.lookup("h3"), Some(("t1".into(), "alice".into())));
+        assert_eq!(r.lookup("h2"), Some(("t2".into(), "alice".into())));
+        assert_eq!(r.roster("t1").len(), 1);
+    }
+}

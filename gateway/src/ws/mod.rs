@@ -1,0 +1,64 @@
+//! `GET /v1/ws` (CONTRACT §7): authenticates the upgrade and hands the socket to a session.
+//!
+//! Deliberately only the entry point: frames, the session loop, the writer and the dispatcher
+//! each live in their own file.
+
+pub mod frames;
+
+mod dispatch;
+mod session;
+mod writer;
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State, WebSocketUpgrade};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use bus::event::SessionKind;
+
+use crate::auth::{bearer, Principal};
+use crate::error::ApiError;
+use crate::state::Gateway;
+
+pub async fn upgrade(
+    State(gw): State<Gateway>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    match accept(&gw, &params, &headers) {
+        Ok((agent, kind)) => {
+            let limit = gw.config().max_frame_bytes;
+            let tasks = gw.tasks().clone();
+            ws.max_message_size(limit)
+                .max_frame_size(limit)
+                .on_upgrade(move |socket| tasks.track_future(session::serve(gw, socket, agent, kind)))
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+fn accept(
+    gw: &Gateway,
+    params: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<(crate::auth::Agent, SessionKind), ApiError> {
+    if gw.shutdown_token().is_cancelled() {
+        return Err(ApiError::Unavailable("the server is shutting down".into()));
+    }
+    let token = bearer(headers)
+        .or(params.get("token").map(String::as_str))
+        .ok_or_else(|| ApiError::Unauthorized("missing token: send Authorization: Bearer or ?token=".into()))?;
+    let agent = match gw.authenticate(token)? {
+        Principal::Agent(a) => a,
+        Principal::Admin => {
+            return Err(ApiError::Forbidden("sessions need an agent token, not the admin token".into()))
+        }
+    };
+    let kind = match params.get("kind") {
+        None => SessionKind::Interactive,
+        Some(k) => SessionKind::parse(k)
+            .ok_or_else(|| ApiError::invalid(format!("kind {k:?} must be daemon, shim or interactive")))?,
+    };
+    Ok((agent, kind))
+}

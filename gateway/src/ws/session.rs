@@ -1,0 +1,185 @@
+//! One WebSocket session from open to close: welcome, `session.opened`, startup drain, the
+//! read loop (frames, heartbeats, pings, silence timeout, ack batches), and an orderly close
+//! that records `session.closed`.
+//!
+//! Deliberately leaves writing to `writer.rs` (so a slow socket never stalls the read loop)
+//! and the meaning of each operation to `dispatch.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use bus::event::{Event, EventBody, SessionClosed, SessionHeartbeat, SessionKind, SessionOpened, Surface};
+use chrono::Utc;
+use futures::stream::SplitStream;
+use futures::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::auth::Agent;
+use crate::error::ApiError;
+use crate::hub::{CloseReason, Control, SessionHandle};
+use crate::presence::Entry;
+use crate::state::Gateway;
+use crate::ws::frames::{self, Step};
+use crate::ws::{dispatch, writer};
+use crate::{commands, delivery, metrics};
+
+/// How long a closing session waits for its writer to flush the close frame.
+const WRITER_GRACE: Duration = Duration::from_secs(2);
+
+pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKind) {
+    let cfg = gw.config().clone();
+    let id = Uuid::new_v4();
+    let (mut sink, mut stream) = socket.split();
+    let (out_tx, out_rx) = mpsc::channel(cfg.outbound_buffer.max(2));
+    let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+    let handle = Arc::new(SessionHandle::new(id, &agent, kind, out_tx, ctl_tx));
+    let heartbeat_ms = cfg.heartbeat_interval().as_millis() as u64;
+    // Queued before the session is reachable, so the welcome is always the first frame.
+    let _ = handle.out.try_send(frames::welcome(id, &agent.tenant, &agent.identity, heartbeat_ms));
+
+    let now = Utc::now();
+    let entry = Entry {
+        tenant: agent.tenant.clone(),
+        identity: agent.identity.clone(),
+        kind,
+        surface: Surface::Ws,
+        node: cfg.node.clone(),
+        last_heartbeat: now,
+    };
+    gw.presence().open(id, entry);
+    gw.hub().insert(handle.clone());
+    let opened = EventBody::SessionOpened(SessionOpened {
+        session_id: id,
+        identity: agent.identity.clone(),
+        kind,
+        surface: Surface::Ws,
+        node: cfg.node.clone(),
+    });
+    if let Err(e) = gw.store().record(&Event::new(&agent.tenant, Some(agent.identity.clone()), now, opened)).await {
+        tracing::warn!(error = %e, identity = %agent.identity, "session could not be recorded; closing it");
+        gw.hub().remove(id);
+        gw.presence().close(id);
+        let frame = CloseFrame { code: CloseReason::Error.code(), reason: "the event stream is unavailable".into() };
+        let _ = sink.send(Message::Close(Some(frame))).await;
+        return;
+    }
+    metrics::session_opened(kind, Surface::Ws);
+    tracing::info!(session_id = %id, tenant = %agent.tenant, identity = %agent.identity, kind = kind.as_str(), "session opened");
+
+    let writer = tokio::spawn(writer::run(sink, out_rx, ctl_rx));
+    let drain = tokio::spawn(delivery::startup_drain(gw.clone(), handle.clone()));
+
+    let reason = read_loop(&gw, &handle, &mut stream).await;
+    handle.close(reason);
+    let reason = handle.reason().unwrap_or(reason);
+    drain.abort();
+
+    gw.hub().remove(id);
+    gw.presence().close(id);
+    let closed = EventBody::SessionClosed(SessionClosed {
+        session_id: id,
+        identity: agent.identity.clone(),
+        reason: reason.label().to_string(),
+    });
+    if let Err(e) =
+        gw.store().record(&Event::new(&agent.tenant, Some(agent.identity.clone()), Utc::now(), closed)).await
+    {
+        tracing::warn!(error = %e, session_id = %id, "session close could not be recorded");
+    }
+    metrics::session_closed(handle.kind, Surface::Ws, reason.label());
+    tracing::info!(session_id = %id, identity = %agent.identity, reason = reason.label(), "session closed");
+    let _ = handle.control.send(Control::Close(reason));
+    if tokio::time::timeout(WRITER_GRACE, writer).await.is_err() {
+        tracing::debug!(session_id = %id, "writer did not finish in time");
+    }
+}
+
+async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut SplitStream<WebSocket>) -> CloseReason {
+    let cfg = gw.config();
+    let interval = cfg.heartbeat_interval();
+    let mut tick = tokio::time::interval_at(Instant::now() + interval, interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut flush = tokio::time::interval(cfg.ack_flush_interval);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_seen = Instant::now();
+    let mut heard_since_heartbeat = false;
+    let mut acks: Vec<Uuid> = Vec::new();
+
+    let reason = loop {
+        tokio::select! {
+            _ = handle.closing().cancelled() => break handle.reason().unwrap_or(CloseReason::Shutdown),
+            msg = stream.next() => {
+                let msg = match msg {
+                    None => break CloseReason::ClientClosed,
+                    Some(Err(e)) => break classify(&e),
+                    Some(Ok(m)) => m,
+                };
+                last_seen = Instant::now();
+                heard_since_heartbeat = true;
+                handle.touch();
+                gw.presence().touch(handle.id, Utc::now());
+                let reply = match msg {
+                    Message::Text(text) => {
+                        if text.len() > cfg.max_frame_bytes {
+                            break CloseReason::FrameTooLarge;
+                        }
+                        match frames::step(text.as_str()) {
+                            Step::Reply(r) => r,
+                            Step::Run(frame) => dispatch::run(gw, handle, frame, &mut acks).await,
+                        }
+                    }
+                    Message::Binary(_) => frames::result_err(
+                        None,
+                        &ApiError::invalid("binary frames are not supported; send JSON text frames"),
+                    ),
+                    Message::Close(_) => break CloseReason::ClientClosed,
+                    Message::Ping(_) | Message::Pong(_) => continue,
+                };
+                if !handle.send(reply) {
+                    break handle.reason().unwrap_or(CloseReason::SlowConsumer);
+                }
+            }
+            _ = tick.tick() => {
+                if last_seen.elapsed() > cfg.stale_after * 2 {
+                    break CloseReason::Timeout;
+                }
+                let _ = handle.control.send(Control::Ping);
+                // At most one heartbeat event per interval, and only if the client was heard.
+                if std::mem::take(&mut heard_since_heartbeat) {
+                    record_heartbeat(gw, handle).await;
+                }
+            }
+            _ = flush.tick(), if !acks.is_empty() => {
+                let ids = std::mem::take(&mut acks);
+                commands::ack(gw, &handle.tenant, &handle.identity, Some(handle.id), &ids).await;
+            }
+        }
+    };
+    // Acks received before the close still count: record them before `session.closed`.
+    if !acks.is_empty() {
+        commands::ack(gw, &handle.tenant, &handle.identity, Some(handle.id), &acks).await;
+    }
+    reason
+}
+
+async fn record_heartbeat(gw: &Gateway, handle: &SessionHandle) {
+    let body =
+        EventBody::SessionHeartbeat(SessionHeartbeat { session_id: handle.id, identity: handle.identity.clone() });
+    let event = Event::new(&handle.tenant, Some(handle.identity.clone()), Utc::now(), body);
+    if let Err(e) = gw.store().record(&event).await {
+        tracing::warn!(error = %e, session_id = %handle.id, "heartbeat could not be recorded");
+    }
+}
+
+/// A read error is an oversized frame (close 1009) or a connection that went away.
+fn classify(e: &axum::Error) -> CloseReason {
+    let text = format!("{e} {e:?}").to_lowercase();
+    if text.contains("space limit") || text.contains("too long") || text.contains("too big") {
+        CloseReason::FrameTooLarge
+    } else {
+        CloseReason::ClientClosed
+    }
+}
