@@ -1,1 +1,61 @@
-//! TTL enforcement and retention. (filled by the sweeper issue)
+//! The sweeper: every pending signal gets its `signal.expired` event on time, at scale, from
+//! exactly one active sweeper; and the read models stay lean (archival, retention).
+//!
+//! Deliberately decides no expiry itself: `bus::store::SignalStore::execute(Expire)` does, with
+//! the per-signal compare-and-set, so a racing delivery or recall wins cleanly and a signal is
+//! never expired twice. Uses `bus` and `projector` only, never the gateway.
+//!
+//! # How expiry is on time
+//! - **Timers** (`timers`): the leader follows the stream tail; every `signal.sent` due within
+//!   the look-ahead window (`2 × sweep_interval + slack`) gets a timer at its `expires_at`,
+//!   every delivery, recall or expiry clears it. A timer firing expires the signal at once, so
+//!   expiry lags `expires_at` by one append (milliseconds), well inside the 1 s p99 target.
+//! - **Backstop** (`scan`): at leadership start and every `sweep_interval`, the read models'
+//!   expiry index (`Queries::overdue`) is paged through and every due signal expired with
+//!   bounded concurrency (`concurrency` in flight, no per-signal sequential round trips) —
+//!   this covers restarts, fail-over and outage backlogs. The same run loads the signals due
+//!   within the window into the timers (signals further out were not kept: memory stays
+//!   bounded by the window, not by the number of pending signals).
+//!
+//! # Several sweepers: the lease
+//! Exactly one sweeper works at a time. Distributed mode (`Lease::Postgres`) uses a PostgreSQL
+//! session advisory lock (`pg_try_advisory_lock`) on a dedicated connection held while
+//! leading; standbys retry every `lease_retry` (5 s). We chose it over a JetStream KV lease
+//! because the sweeper needs PostgreSQL anyway (the expiry index lives there), and a session
+//! lock needs no TTL, heartbeat or clock: it dies with its connection, so a crashed leader is
+//! replaced within one retry period. Embedded mode (`Lease::Local`) is one process by
+//! construction and always leads. The lease only avoids wasted work: two leaders at once
+//! (a partition) still cannot double-expire, thanks to the compare-and-set.
+//!
+//! # Retention and status
+//! Each run moves terminal rows older than `archive_after` to `signal_history` and deletes
+//! history older than `retention`, in small batches (`retention`, through `Archiver`), then
+//! records a `sweep_run` fact under plugin `signalbus/sweeper` (tenant `default`) with
+//! `{last_run_at, expired, lag_seconds_max, leader, ..}`. Metrics: `metrics`.
+//!
+//! # Layout
+//! - `sweeper`: `Sweeper::run`, the lease loop and the leader's event loop.
+//! - `config`: `SweeperConfig` and defaults. `lease`: `Lease`, the advisory lock.
+//! - `timers`: the timer set (pure; tested on paused time). `scan`: the backstop scan.
+//! - `expire`: one expiry and its outcome. `tally`: counts shared by timers and scan.
+//! - `retention`: the `Archiver` trait and a retention pass. `status`: the status fact.
+//! - `metrics`: the series this crate records. `error`: `Error`, `Result`.
+
+pub mod config;
+pub mod error;
+pub mod expire;
+pub mod lease;
+pub mod metrics;
+mod readmodels;
+pub mod retention;
+pub mod scan;
+pub mod status;
+pub mod sweeper;
+pub mod tally;
+pub mod timers;
+
+pub use config::SweeperConfig;
+pub use error::{Error, Result};
+pub use lease::Lease;
+pub use retention::Archiver;
+pub use sweeper::Sweeper;

@@ -1,0 +1,42 @@
+//! Every metric the sweeper records, in one place, with the names of CONTRACT §11.
+//!
+//! Deliberately does not install an exporter or configure histogram buckets: the binary does
+//! (`EXPIRY_LAG_BUCKETS` is the layout we suggest for the lag histogram).
+
+use std::time::Duration;
+
+use bus::catalog::TypeTable;
+
+/// `signalbus_signals_expired_total{signal_type}` (counter): expiries this process appended.
+pub const SIGNALS_EXPIRED_TOTAL: &str = "signalbus_signals_expired_total";
+/// `signalbus_sweeper_runs_total` (counter): completed backstop runs (scan + retention).
+pub const SWEEPER_RUNS_TOTAL: &str = "signalbus_sweeper_runs_total";
+/// `signalbus_sweeper_last_run_timestamp_seconds` (gauge): unix time the last run finished.
+pub const SWEEPER_LAST_RUN_TIMESTAMP_SECONDS: &str = "signalbus_sweeper_last_run_timestamp_seconds";
+/// `signalbus_sweeper_expiry_lag_seconds` (histogram): how long after `expires_at` the
+/// `signal.expired` event was appended. The on-time target is p99 < 1 s.
+pub const SWEEPER_EXPIRY_LAG_SECONDS: &str = "signalbus_sweeper_expiry_lag_seconds";
+/// `signalbus_sweeper_leader` (gauge): 1 while this process holds the lease, else 0.
+pub const SWEEPER_LEADER: &str = "signalbus_sweeper_leader";
+
+/// Bucket bounds for `signalbus_sweeper_expiry_lag_seconds`: fine around the 1 s target, coarse
+/// for the minutes an outage backlog takes.
+pub const EXPIRY_LAG_BUCKETS: &[f64] = &[0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.0, 5.0, 15.0, 60.0, 300.0, 3600.0];
+
+/// One expiry this process appended. `signal_type` folds into `other` outside the table, so a
+/// sender cannot blow up the label set.
+pub fn record_expired(types: &TypeTable, signal_type: &str, lag: Duration) {
+    let label = types.metric_label(signal_type).to_string();
+    metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => label).increment(1);
+    metrics::histogram!(SWEEPER_EXPIRY_LAG_SECONDS).record(lag.as_secs_f64());
+}
+
+/// One finished backstop run.
+pub fn record_run(finished_unix_seconds: f64) {
+    metrics::counter!(SWEEPER_RUNS_TOTAL).increment(1);
+    metrics::gauge!(SWEEPER_LAST_RUN_TIMESTAMP_SECONDS).set(finished_unix_seconds);
+}
+
+pub fn set_leader(leading: bool) {
+    metrics::gauge!(SWEEPER_LEADER).set(if leading { 1.0 } else { 0.0 });
+}

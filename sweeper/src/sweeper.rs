@@ -1,0 +1,216 @@
+//! The sweeper process: wait for the lease, then lead — follow the stream tail into the timers,
+//! expire what the timers fire, and run the backstop (scan, retention, status fact) every
+//! `sweep_interval`, starting at once — until shutdown or the lease is lost.
+//!
+//! Deliberately owns no rule about signals (`bus::store` decides every expiry) and no SQL (the
+//! read models answer through `Queries` and `Archiver`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bus::catalog::TypeTable;
+use bus::log::{SharedLog, Stored};
+use bus::store::SignalStore;
+use chrono::Utc;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use projector::queries::Queries;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::SweeperConfig;
+use crate::error::{Error, Result};
+use crate::expire::{expire_one, Outcome};
+use crate::lease::Held;
+use crate::metrics;
+use crate::retention::{self, Archiver};
+use crate::scan::{self, ScanLimits};
+use crate::status::{self, RunReport};
+use crate::tally::Tally;
+use crate::timers::{Due, SignalKey, Timers};
+
+/// A sweeper. Cheap to construct; `run` does the work.
+#[derive(Debug)]
+pub struct Sweeper {
+    ctx: Arc<Ctx>,
+}
+
+#[derive(Debug)]
+struct Ctx {
+    log: SharedLog,
+    store: SignalStore,
+    queries: Arc<dyn Queries>,
+    archiver: Arc<dyn Archiver>,
+    types: Arc<TypeTable>,
+    config: SweeperConfig,
+    /// Expiries since the last status fact, by timers and scans.
+    tally: Arc<Tally>,
+}
+
+/// A backstop run in the background; it hands back what the timers should take over.
+type RunTask = JoinHandle<Result<Vec<projector::queries::Overdue>>>;
+
+impl Sweeper {
+    pub fn new(log: SharedLog, queries: Arc<dyn Queries>, archiver: impl Archiver, config: SweeperConfig) -> Self {
+        let archiver: Arc<dyn Archiver> = Arc::new(archiver);
+        let store = SignalStore::new(log.clone());
+        let types = Arc::new(config.types.clone());
+        Self { ctx: Arc::new(Ctx { log, store, queries, archiver, types, config, tally: Arc::default() }) }
+    }
+
+    /// Runs until `shutdown`: stands by while another sweeper holds the lease, leads otherwise.
+    /// Errors while leading (stream or database outages) are logged and the sweeper starts over
+    /// after `lease_retry`; only shutdown ends it.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let ctx = self.ctx;
+        let retry = ctx.config.lease_retry;
+        while let Some(mut held) = ctx.config.lease.acquire(retry, &shutdown).await {
+            tracing::info!(node = %ctx.config.node, "sweeper leads");
+            metrics::set_leader(true);
+            let result = lead(&ctx, &mut held, &shutdown).await;
+            metrics::set_leader(false);
+            held.release().await;
+            match result {
+                Ok(()) if shutdown.is_cancelled() => break,
+                Ok(()) => tracing::warn!(node = %ctx.config.node, "sweeper lost its lease; standing by"),
+                Err(e) => {
+                    tracing::warn!(node = %ctx.config.node, error = %e, "sweeper failed while leading; starting over");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(retry) => {}
+                    }
+                }
+            }
+        }
+        tracing::info!(node = %ctx.config.node, "sweeper stopped");
+        Ok(())
+    }
+}
+
+/// Leads until shutdown (`Ok`), a lost lease (`Ok`), or a failure (`Err`).
+async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> Result<()> {
+    let cfg = &ctx.config;
+    let mut timers = Timers::new(cfg.lookahead());
+    // Start following where the read models stand: anything older is in them and reaches the
+    // timers through the first run's preload; anything newer reaches them through the tail.
+    let mut next_seq = ctx.queries.applied_seq().await? + 1;
+    let mut tail = ctx.log.tail(next_seq).await?;
+    let mut ticker = tokio::time::interval(cfg.sweep_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut lease_check = tokio::time::interval(cfg.lease_retry);
+    lease_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut run: Option<RunTask> = None;
+    let run_cancel = shutdown.child_token();
+    let mut inflight: JoinSet<(Due, Result<Outcome>)> = JoinSet::new();
+
+    let result = loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break Ok(()),
+            _ = lease_check.tick() => {
+                if !held.check().await {
+                    break Ok(());
+                }
+            }
+            _ = ticker.tick(), if run.is_none() => run = Some(tokio::spawn(backstop(ctx.clone(), run_cancel.clone()))),
+            joined = join_run(&mut run) => {
+                run = None;
+                match joined {
+                    Ok(Ok(upcoming)) => {
+                        let now = Utc::now();
+                        for o in upcoming {
+                            timers.offer(SignalKey { tenant: o.tenant, id: o.id }, &o.signal_type, o.expires_at, now);
+                        }
+                    }
+                    Ok(Err(e)) => tracing::warn!(error = %e, "sweep run failed; the next one retries"),
+                    Err(e) => break Err(Error::Task(e.to_string())),
+                }
+            }
+            item = tail.next() => match item {
+                Some(Ok(Stored { seq, event, .. })) => {
+                    next_seq = seq + 1;
+                    timers.observe(&event, Utc::now());
+                }
+                Some(Err(e)) => break Err(e.into()),
+                None => {
+                    tracing::warn!(from_seq = next_seq, "stream tail ended; following again");
+                    tail = resubscribe(ctx, next_seq).await?;
+                }
+            },
+            due = timers.next_due(), if inflight.len() < cfg.concurrency => {
+                let ctx = ctx.clone();
+                inflight.spawn(async move {
+                    let outcome = expire_one(&ctx.store, &ctx.types, &due.key.tenant, due.key.id).await;
+                    (due, outcome)
+                });
+            }
+            Some(joined) = inflight.join_next() => {
+                let (due, outcome) = joined.map_err(|e| Error::Task(e.to_string()))?;
+                ctx.tally.record(&outcome);
+                match outcome {
+                    // Our wall clock and the timer's disagree by a hair: look again shortly.
+                    Ok(Outcome::NotYetDue) => {
+                        let soon = due.expires_at + chrono::Duration::milliseconds(10);
+                        timers.offer(due.key, &due.signal_type, soon, Utc::now());
+                    }
+                    Ok(_) => {}
+                    // Not retried here: a stream outage would spin; the next run's scan retries.
+                    Err(e) => tracing::warn!(tenant = %due.key.tenant, signal_id = %due.key.id, error = %e, "expiry failed; the next run retries"),
+                }
+            }
+        }
+    };
+    run_cancel.cancel();
+    if let Some(task) = run.take() {
+        let _ = task.await;
+    }
+    while inflight.join_next().await.is_some() {}
+    result
+}
+
+async fn join_run(
+    run: &mut Option<RunTask>,
+) -> std::result::Result<Result<Vec<projector::queries::Overdue>>, tokio::task::JoinError> {
+    match run.as_mut() {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn resubscribe(ctx: &Ctx, from: u64) -> Result<BoxStream<'static, bus::Result<Stored>>> {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Ok(ctx.log.tail(from).await?)
+}
+
+/// One backstop run: expire what is due, archive and purge, report, and list the next window
+/// for the timers.
+async fn backstop(ctx: Arc<Ctx>, cancel: CancellationToken) -> Result<Vec<projector::queries::Overdue>> {
+    let cfg = &ctx.config;
+    let started = Instant::now();
+    let limits = ScanLimits { page: cfg.page, concurrency: cfg.concurrency, projector_wait: cfg.projector_wait };
+    let scanned = scan::expire_overdue(&ctx.store, &ctx.queries, &ctx.types, &limits, &ctx.tally, &cancel).await?;
+    let retained =
+        retention::pass(ctx.archiver.as_ref(), Utc::now(), cfg.archive_after, cfg.retention, cfg.archive_batch).await?;
+    let upcoming = scan::upcoming(&ctx.queries, Utc::now(), cfg.lookahead(), cfg.preload_limit).await?;
+    let report = RunReport {
+        finished_at: Utc::now(),
+        duration: started.elapsed(),
+        counts: ctx.tally.take(),
+        retained,
+        leader: cfg.node.clone(),
+    };
+    tracing::info!(
+        scan_expired = scanned.expired,
+        expired = report.counts.expired,
+        lag_seconds_max = report.counts.lag_max.as_secs_f64(),
+        lost_races = report.counts.lost,
+        failed = report.counts.failed,
+        archived = retained.archived,
+        purged = retained.purged,
+        preloaded = upcoming.len(),
+        run_seconds = report.duration.as_secs_f64(),
+        "sweep run finished"
+    );
+    status::record(&ctx.store, &report).await?;
+    metrics::record_run(report.finished_at.timestamp_millis() as f64 / 1000.0);
+    Ok(upcoming)
+}

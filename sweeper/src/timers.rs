@@ -1,0 +1,148 @@
+//! The on-time half of expiry: a timer per pending signal due within the look-ahead window,
+//! keyed by `(tenant, signal id)`, firing at `expires_at`.
+//!
+//! Deliberately pure apart from tokio's clock (so tests run on paused time): it appends nothing,
+//! reads no stream and decides nothing about a signal. Signals due beyond the window are
+//! refused here and picked up later by the backstop scan, which keeps memory bounded by the
+//! window rather than by the number of pending signals.
+
+use std::collections::HashMap;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bus::event::{Event, EventBody, SignalDelivered, SignalExpired, SignalRecalled};
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+use tokio_util::time::{delay_queue, DelayQueue};
+use uuid::Uuid;
+
+/// Which signal a timer belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SignalKey {
+    pub tenant: String,
+    pub id: Uuid,
+}
+
+/// A timer that fired: the signal is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due {
+    pub key: SignalKey,
+    pub signal_type: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    handle: delay_queue::Key,
+    signal_type: String,
+    expires_at: DateTime<Utc>,
+}
+
+/// The timer set. `lookahead` is how far ahead of now a timer may be set.
+#[derive(Debug)]
+pub struct Timers {
+    queue: DelayQueue<SignalKey>,
+    entries: HashMap<SignalKey, Entry>,
+    lookahead: Duration,
+}
+
+impl Timers {
+    pub fn new(lookahead: Duration) -> Self {
+        Self { queue: DelayQueue::new(), entries: HashMap::new(), lookahead }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn contains(&self, key: &SignalKey) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    pub fn lookahead(&self) -> Duration {
+        self.lookahead
+    }
+
+    /// Sets (or moves) the timer of `key` to fire at `expires_at`, read against `now_utc`.
+    /// Returns false, and sets nothing, when `expires_at` lies beyond the look-ahead window.
+    pub fn offer(
+        &mut self,
+        key: SignalKey,
+        signal_type: &str,
+        expires_at: DateTime<Utc>,
+        now_utc: DateTime<Utc>,
+    ) -> bool {
+        let until = (expires_at - now_utc).to_std().unwrap_or(Duration::ZERO);
+        if until > self.lookahead {
+            return false;
+        }
+        let deadline = Instant::now() + until;
+        match self.entries.get_mut(&key) {
+            // The same signal offered twice (tail and scan overlap): keep one timer, at the
+            // newest reading of its expiry.
+            Some(entry) => {
+                self.queue.reset_at(&entry.handle, deadline);
+                entry.expires_at = expires_at;
+            }
+            None => {
+                let handle = self.queue.insert_at(key.clone(), deadline);
+                self.entries.insert(key, Entry { handle, signal_type: signal_type.to_string(), expires_at });
+            }
+        }
+        true
+    }
+
+    /// Removes the timer of `key` (the signal reached a terminal state). Returns whether one was set.
+    pub fn cancel(&mut self, key: &SignalKey) -> bool {
+        match self.entries.remove(key) {
+            Some(entry) => {
+                self.queue.remove(&entry.handle);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Follows one stream event: a send sets its signal's timer (when due within the window), a
+    /// delivery, recall or expiry clears it. Other events are ignored.
+    pub fn observe(&mut self, event: &Event, now_utc: DateTime<Utc>) {
+        let key = |id: Uuid| SignalKey { tenant: event.tenant.clone(), id };
+        match &event.body {
+            EventBody::SignalSent(sent) => {
+                self.offer(key(sent.signal_id), &sent.signal_type, sent.expires_at, now_utc);
+            }
+            EventBody::SignalDelivered(SignalDelivered { signal_id, .. })
+            | EventBody::SignalExpired(SignalExpired { signal_id, .. })
+            | EventBody::SignalRecalled(SignalRecalled { signal_id, .. }) => {
+                self.cancel(&key(*signal_id));
+            }
+            _ => {}
+        }
+    }
+
+    /// The next timer that fired. Pending (never ready-empty) while no timer is set, so it can
+    /// sit in a `select!` next to the branches that add timers.
+    pub fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<Due> {
+        match self.queue.poll_expired(cx) {
+            Poll::Ready(Some(expired)) => {
+                let key = expired.into_inner();
+                let entry = self.entries.remove(&key).expect("every queued key has an entry");
+                Poll::Ready(Due { key, signal_type: entry.signal_type, expires_at: entry.expires_at })
+            }
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Waits for the next timer to fire (forever while none is set).
+    pub async fn next_due(&mut self) -> Due {
+        std::future::poll_fn(|cx| self.poll_due(cx)).await
+    }
+}
+
+#[cfg(test)]
+#[path = "timers_tests.rs"]
+mod tests;
