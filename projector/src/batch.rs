@@ -1,0 +1,263 @@
+//! Folds a run of stored events into the row sets one batch writes: new rows, and per-key
+//! patches in which several events on the same row are already merged. Backend-independent.
+//!
+//! Deliberately does no I/O and no validation of the signal rules: the stream already obeyed
+//! them (`bus::signal`), so this only records what happened. Merging per key matters because a
+//! multi-row upsert may touch each row once per statement.
+
+use std::collections::HashMap;
+
+use bus::event::{EventBody, SessionKind, Surface};
+use bus::log::Stored;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// The name of the one projection that owns every read model (its checkpoint row).
+pub const PROJECTION: &str = "read_models";
+
+/// A `signal.sent` as a new `signal_queue` row.
+#[derive(Debug, Clone)]
+pub struct SentRow {
+    pub id: Uuid,
+    pub tenant: String,
+    pub from: String,
+    pub to: String,
+    pub signal_type: String,
+    pub category: String,
+    pub priority: i16,
+    pub payload: String,
+    pub delivery_class: String,
+    pub recipient_state: String,
+    pub publish_path: String,
+    pub correlation_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub seq: i64,
+}
+
+/// Everything a batch stamps on one existing (or just inserted) signal row.
+#[derive(Debug, Clone)]
+pub struct SignalPatch {
+    pub id: Uuid,
+    /// The first delivery in the batch; the row keeps an earlier one if it has it.
+    pub delivered_at: Option<DateTime<Utc>>,
+    /// The newest delivery's path and session: a redelivery moves the signal to a new session.
+    pub via: Option<String>,
+    pub session: Option<Uuid>,
+    pub acked_at: Option<DateTime<Utc>>,
+    pub expired_at: Option<DateTime<Utc>>,
+    pub recalled_at: Option<DateTime<Utc>>,
+    pub seq: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentRow {
+    pub tenant: String,
+    pub identity: String,
+    pub kind: String,
+    pub registered_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub session_id: Uuid,
+    pub tenant: String,
+    pub identity: String,
+    pub kind: String,
+    pub surface: String,
+    pub node: String,
+    pub opened_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionPatch {
+    pub session_id: Uuid,
+    pub heartbeat: Option<DateTime<Utc>>,
+    pub released_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FactRow {
+    pub tenant: String,
+    pub plugin: String,
+    pub seq: i64,
+    pub fact_type: String,
+    pub fact: String,
+    pub recorded_by: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One batch, folded. `from_seq..=to_seq` is the stream range it covers.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    pub from_seq: u64,
+    pub to_seq: u64,
+    pub events: usize,
+    pub sent: Vec<SentRow>,
+    pub signal_patches: Vec<SignalPatch>,
+    pub agents: Vec<AgentRow>,
+    pub sessions: Vec<SessionRow>,
+    pub session_patches: Vec<SessionPatch>,
+    pub facts: Vec<FactRow>,
+    /// The newest fact per (tenant, plugin) in this batch.
+    pub plugin_states: Vec<FactRow>,
+    /// Identities whose recipient state may have changed.
+    pub touched: Vec<(String, String)>,
+}
+
+fn kind_str(k: SessionKind) -> String {
+    k.as_str().to_string()
+}
+
+fn surface_str(s: Surface) -> String {
+    s.as_str().to_string()
+}
+
+impl Batch {
+    /// Folds `events` (consecutive, oldest first) into one batch.
+    pub fn fold(events: &[Stored]) -> Batch {
+        let mut b = Batch {
+            from_seq: events.first().map_or(0, |s| s.seq),
+            to_seq: events.last().map_or(0, |s| s.seq),
+            events: events.len(),
+            ..Batch::default()
+        };
+        let mut patches: HashMap<Uuid, usize> = HashMap::new();
+        let mut sessions: HashMap<Uuid, usize> = HashMap::new();
+        let mut states: HashMap<(String, String), usize> = HashMap::new();
+        let mut touched: HashMap<(String, String), ()> = HashMap::new();
+        for stored in events {
+            let seq = stored.seq as i64;
+            let ev = &stored.event;
+            let at = ev.occurred_at;
+            let tenant = &ev.tenant;
+            let mut patch = |b: &mut Batch, id: Uuid| -> usize {
+                *patches.entry(id).or_insert_with(|| {
+                    b.signal_patches.push(SignalPatch {
+                        id,
+                        delivered_at: None,
+                        via: None,
+                        session: None,
+                        acked_at: None,
+                        expired_at: None,
+                        recalled_at: None,
+                        seq,
+                    });
+                    b.signal_patches.len() - 1
+                })
+            };
+            match &ev.body {
+                EventBody::SignalSent(s) => b.sent.push(SentRow {
+                    id: s.signal_id,
+                    tenant: tenant.clone(),
+                    from: s.from.clone(),
+                    to: s.to.clone(),
+                    signal_type: s.signal_type.clone(),
+                    category: s.category.as_str().to_string(),
+                    priority: s.priority,
+                    payload: s.payload.clone(),
+                    delivery_class: s.delivery_class.as_str().to_string(),
+                    recipient_state: s.recipient_state.as_str().to_string(),
+                    publish_path: s.publish_path.as_str().to_string(),
+                    correlation_id: s.correlation_id.clone(),
+                    created_at: s.created_at,
+                    expires_at: s.expires_at,
+                    seq,
+                }),
+                // A bounce never enters signal_queue (CONTRACT §4).
+                EventBody::SignalBounced(_) => {}
+                EventBody::SignalDelivered(d) => {
+                    let i = patch(&mut b, d.signal_id);
+                    let p = &mut b.signal_patches[i];
+                    p.delivered_at.get_or_insert(at);
+                    p.via = Some(d.via.as_str().to_string());
+                    p.session = d.session_id;
+                    p.seq = seq;
+                }
+                EventBody::SignalAcked(a) => {
+                    let i = patch(&mut b, a.signal_id);
+                    let p = &mut b.signal_patches[i];
+                    p.acked_at.get_or_insert(at);
+                    p.seq = seq;
+                }
+                EventBody::SignalExpired(e) => {
+                    let i = patch(&mut b, e.signal_id);
+                    let p = &mut b.signal_patches[i];
+                    p.expired_at.get_or_insert(at);
+                    p.seq = seq;
+                }
+                EventBody::SignalRecalled(r) => {
+                    let i = patch(&mut b, r.signal_id);
+                    let p = &mut b.signal_patches[i];
+                    p.recalled_at.get_or_insert(at);
+                    p.seq = seq;
+                }
+                EventBody::AgentRegistered(a) => {
+                    b.agents.push(AgentRow {
+                        tenant: tenant.clone(),
+                        identity: a.identity.clone(),
+                        kind: kind_str(a.kind),
+                        registered_at: at,
+                    });
+                    touched.insert((tenant.clone(), a.identity.clone()), ());
+                }
+                // Token hashes are secrets; no read model holds them.
+                EventBody::TokenRotated(_) => {}
+                EventBody::SessionOpened(o) => {
+                    b.sessions.push(SessionRow {
+                        session_id: o.session_id,
+                        tenant: tenant.clone(),
+                        identity: o.identity.clone(),
+                        kind: kind_str(o.kind),
+                        surface: surface_str(o.surface),
+                        node: o.node.clone(),
+                        opened_at: at,
+                    });
+                    touched.insert((tenant.clone(), o.identity.clone()), ());
+                }
+                EventBody::SessionHeartbeat(h) => {
+                    let i = session_patch(&mut b, &mut sessions, h.session_id);
+                    let p = &mut b.session_patches[i];
+                    p.heartbeat = Some(p.heartbeat.map_or(at, |t| t.max(at)));
+                    touched.insert((tenant.clone(), h.identity.clone()), ());
+                }
+                EventBody::SessionClosed(c) => {
+                    let i = session_patch(&mut b, &mut sessions, c.session_id);
+                    b.session_patches[i].released_at.get_or_insert(at);
+                    touched.insert((tenant.clone(), c.identity.clone()), ());
+                }
+                EventBody::PluginFactRecorded(f) => {
+                    let row = FactRow {
+                        tenant: tenant.clone(),
+                        plugin: f.plugin.clone(),
+                        seq: f.seq as i64,
+                        fact_type: f.fact_type.clone(),
+                        fact: f.state.clone(),
+                        recorded_by: f.recorded_by.clone(),
+                        created_at: at,
+                    };
+                    let key = (tenant.clone(), f.plugin.clone());
+                    match states.get(&key) {
+                        Some(&i) if b.plugin_states[i].seq >= row.seq => {}
+                        Some(&i) => b.plugin_states[i] = row.clone(),
+                        None => {
+                            states.insert(key, b.plugin_states.len());
+                            b.plugin_states.push(row.clone());
+                        }
+                    }
+                    b.facts.push(row);
+                }
+            }
+        }
+        b.touched = touched.into_keys().collect();
+        b.touched.sort();
+        b
+    }
+}
+
+fn session_patch(b: &mut Batch, index: &mut HashMap<Uuid, usize>, id: Uuid) -> usize {
+    *index.entry(id).or_insert_with(|| {
+        b.session_patches.push(SessionPatch { session_id: id, heartbeat: None, released_at: None });
+        b.session_patches.len() - 1
+    })
+}

@@ -1,0 +1,223 @@
+//! `ReadModels`: the handle on the read-model database, PostgreSQL or embedded SQLite, and its
+//! `Queries` implementation. Cheap to clone; clones share the pool and the applied-sequence
+//! watch, so an in-process `wait_for` wakes the moment the projector commits.
+//!
+//! Deliberately only dispatch: SQL lives in `pg/` and `sqlite/`.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bus::log::Stored;
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::batch::Batch;
+use crate::error::{Error, Result};
+use crate::pg::PgModels;
+use crate::queries::{AgentRow, ListSignals, Overdue, PluginFactRow, PluginStateRow, Queries, SignalRow};
+use crate::snapshot::Snapshot;
+use crate::sqlite::SqliteModels;
+
+/// How often `wait_for` looks at the database when no in-process projector wakes it.
+const WAIT_POLL: Duration = Duration::from_millis(10);
+
+/// The default stale threshold (CONTRACT §2).
+pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone)]
+pub(crate) enum Backend {
+    Pg(PgModels),
+    Sqlite(SqliteModels),
+}
+
+/// The read models, in PostgreSQL or in the embedded SQLite file.
+#[derive(Debug, Clone)]
+pub struct ReadModels {
+    pub(crate) backend: Backend,
+    /// The heartbeat age (ms) past which a session no longer counts as live. Shared by clones,
+    /// so the threshold the projector is configured with also governs a rebuild started
+    /// through another clone (the gateway's admin endpoint).
+    stale_after_ms: Arc<AtomicU64>,
+    applied: Arc<watch::Sender<u64>>,
+}
+
+macro_rules! dispatch {
+    ($self:expr, $m:ident => $e:expr) => {
+        match &$self.backend {
+            Backend::Pg($m) => $e,
+            Backend::Sqlite($m) => $e,
+        }
+    };
+}
+
+impl ReadModels {
+    fn new(backend: Backend) -> Self {
+        Self {
+            backend,
+            stale_after_ms: Arc::new(AtomicU64::new(DEFAULT_STALE_AFTER.as_millis() as u64)),
+            applied: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    /// Connects to PostgreSQL and applies the embedded migrations. Fails with
+    /// `Error::SchemaTooNew` when a newer signalbus has migrated the database.
+    pub async fn postgres(url: &str) -> Result<ReadModels> {
+        Ok(Self::new(Backend::Pg(PgModels::open(url).await?)))
+    }
+
+    /// Opens (creating if needed) `<data_dir>/readmodels.sqlite` and applies the migrations.
+    pub async fn sqlite(data_dir: &Path) -> Result<ReadModels> {
+        Ok(Self::new(Backend::Sqlite(SqliteModels::open(data_dir).await?)))
+    }
+
+    /// Sets the stale threshold used for `recipient_state` (default 60 s), for this handle and
+    /// every clone of it.
+    pub fn with_stale_after(self, stale_after: Duration) -> Self {
+        self.stale_after_ms.store(stale_after.as_millis() as u64, Ordering::Relaxed);
+        self
+    }
+
+    pub fn stale_after(&self) -> Duration {
+        Duration::from_millis(self.stale_after_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Pg(_))
+    }
+
+    /// The stream sequence the read models have applied (the checkpoint).
+    pub async fn checkpoint(&self) -> Result<u64> {
+        dispatch!(self, m => m.checkpoint().await)
+    }
+
+    /// Applies one batch on top of checkpoint `expected`; `false` when the checkpoint differed.
+    pub(crate) async fn apply(&self, batch: &Batch, expected: u64) -> Result<bool> {
+        let ok = dispatch!(self, m => m.apply(batch, expected, Utc::now(), self.stale_after()).await)?;
+        if ok {
+            self.notify_applied(batch.to_seq);
+        }
+        Ok(ok)
+    }
+
+    /// Applies `events` (consecutive, oldest first) as one batch on top of checkpoint
+    /// `expected`, exactly as the projector would. `Ok(false)` and nothing written when the
+    /// checkpoint is not `expected` — e.g. the batch was applied already.
+    pub async fn apply_stored(&self, events: &[Stored], expected: u64) -> Result<bool> {
+        if events.is_empty() {
+            return Ok(true);
+        }
+        self.apply(&Batch::fold(events), expected).await
+    }
+
+    /// Recomputes `recipient_state` against the clock; returns the rows that changed.
+    pub async fn refresh_recipient_state(&self, now: DateTime<Utc>) -> Result<u64> {
+        dispatch!(self, m => m.refresh(now, self.stale_after()).await)
+    }
+
+    /// Moves settled rows (expired, recalled, acked, or delivered and past expiry) older than
+    /// `older_than` from `signal_queue` to `signal_history`, `batch` rows per transaction.
+    /// Returns how many moved. Later events for a moved row still update it in the history.
+    pub async fn archive(&self, older_than: DateTime<Utc>, batch: u32) -> Result<u64> {
+        dispatch!(self, m => m.archive(older_than, batch).await)
+    }
+
+    /// Deletes `signal_history` rows archived before `older_than`, `batch` per transaction.
+    pub async fn purge_history(&self, older_than: DateTime<Utc>, batch: u32) -> Result<u64> {
+        dispatch!(self, m => m.purge_history(older_than, batch).await)
+    }
+
+    /// A canonical dump of every table, for comparing a live model with a rebuild.
+    pub async fn snapshot(&self) -> Result<Snapshot> {
+        dispatch!(self, m => m.snapshot().await)
+    }
+
+    /// Rows with more than one terminal stamp: how many, and up to ten ids.
+    pub(crate) async fn multi_terminal(&self) -> Result<(u64, Vec<Uuid>)> {
+        dispatch!(self, m => m.multi_terminal().await)
+    }
+
+    /// Which of `ids` have a signal row.
+    pub(crate) async fn existing(&self, ids: &[Uuid]) -> Result<Vec<Uuid>> {
+        dispatch!(self, m => m.existing(ids).await)
+    }
+
+    pub(crate) fn notify_applied(&self, seq: u64) {
+        self.applied.send_if_modified(|v| {
+            let newer = seq > *v;
+            if newer {
+                *v = seq;
+            }
+            newer
+        });
+    }
+}
+
+#[async_trait]
+impl Queries for ReadModels {
+    async fn applied_seq(&self) -> Result<u64> {
+        self.checkpoint().await
+    }
+
+    async fn wait_for(&self, seq: u64, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut rx = self.applied.subscribe();
+        loop {
+            if *rx.borrow_and_update() >= seq {
+                return Ok(());
+            }
+            // Another process may be the projector: the database is the authority.
+            let applied = self.checkpoint().await?;
+            if applied >= seq {
+                self.notify_applied(applied);
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Lagging(seq));
+            }
+            let _ = tokio::time::timeout((deadline - now).min(WAIT_POLL), rx.changed()).await;
+        }
+    }
+
+    async fn drainable(&self, tenant: &str, identity: &str, now: DateTime<Utc>, limit: u32) -> Result<Vec<SignalRow>> {
+        dispatch!(self, m => m.drainable(tenant, identity, now, limit).await)
+    }
+
+    async fn signal(&self, tenant: &str, id: Uuid) -> Result<Option<SignalRow>> {
+        dispatch!(self, m => m.signal(tenant, id).await)
+    }
+
+    async fn list_signals(&self, q: &ListSignals) -> Result<Vec<SignalRow>> {
+        dispatch!(self, m => m.list_signals(q).await)
+    }
+
+    async fn overdue(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<Overdue>> {
+        dispatch!(self, m => m.overdue(now, limit).await)
+    }
+
+    async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>> {
+        dispatch!(self, m => m.agents(tenant).await)
+    }
+
+    async fn plugin_state(&self, tenant: &str, plugin: &str) -> Result<PluginStateRow> {
+        dispatch!(self, m => m.plugin_state(tenant, plugin).await)
+    }
+
+    async fn plugin_facts(
+        &self,
+        tenant: &str,
+        plugin: &str,
+        fact_type: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PluginFactRow>> {
+        dispatch!(self, m => m.plugin_facts(tenant, plugin, fact_type, limit).await)
+    }
+
+    async fn ping(&self) -> Result<()> {
+        dispatch!(self, m => m.ping().await)
+    }
+}

@@ -1,0 +1,110 @@
+//! Rebuilding the PostgreSQL read models: build every table afresh in a scratch schema from the
+//! stream, then, holding the writer lock, catch up the last events and swap the scratch tables
+//! in with `ALTER TABLE .. SET SCHEMA` in one transaction.
+//!
+//! Deliberately never touches the live tables before the swap, so readers see the old model
+//! until the commit and the new one after it, never a half-built one; and since the final
+//! catch-up happens under the lock the live projector also takes, no event falls in between.
+
+use std::time::{Duration, Instant};
+
+use bus::log::SharedLog;
+use chrono::Utc;
+use sqlx::{Connection, PgConnection};
+use uuid::Uuid;
+
+use super::{apply, PgModels, MIGRATOR, TABLES, WRITER_LOCK};
+use crate::batch::Batch;
+use crate::error::{Error, Result};
+use crate::rebuild::{RebuildReport, CHUNK};
+
+pub(crate) async fn rebuild(m: &PgModels, log: &SharedLog, stale_after: Duration) -> Result<RebuildReport> {
+    let started = Instant::now();
+    let scratch = format!("sb_rebuild_{}", Uuid::new_v4().simple());
+    let mut conn = m.pool.acquire().await?;
+    let result = build_and_swap(&mut conn, m, log, &scratch, stale_after).await;
+    if result.is_err() {
+        // Best effort: a failed rebuild leaves the live model as it was; only the scratch goes.
+        let _ = sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {scratch} CASCADE")).execute(&mut *conn).await;
+    }
+    let (events, last_seq) = result?;
+    Ok(RebuildReport { events, last_seq, elapsed: started.elapsed() })
+}
+
+async fn build_and_swap(
+    conn: &mut PgConnection,
+    m: &PgModels,
+    log: &SharedLog,
+    scratch: &str,
+    stale_after: Duration,
+) -> Result<(u64, u64)> {
+    sqlx::raw_sql(&format!("CREATE SCHEMA {scratch}")).execute(&mut *conn).await?;
+    for migration in MIGRATOR.iter() {
+        let mut tx = conn.begin().await?;
+        sqlx::raw_sql(&format!("SET LOCAL search_path TO {scratch}")).execute(&mut *tx).await?;
+        sqlx::raw_sql(&migration.sql).execute(&mut *tx).await?;
+        tx.commit().await?;
+    }
+    let mut applied = 0u64;
+    let mut events = 0u64;
+    // Bulk of the work, without the lock: the live projector keeps going meanwhile.
+    loop {
+        let mut tx = conn.begin().await?;
+        sqlx::raw_sql(&format!("SET LOCAL search_path TO {scratch}")).execute(&mut *tx).await?;
+        let n = catch_up_chunk(&mut tx, log, &mut applied, stale_after).await?;
+        tx.commit().await?;
+        events += n;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut tx = conn.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITER_LOCK).execute(&mut *tx).await?;
+    sqlx::raw_sql(&format!("SET LOCAL search_path TO {scratch}")).execute(&mut *tx).await?;
+    loop {
+        let n = catch_up_chunk(&mut tx, log, &mut applied, stale_after).await?;
+        events += n;
+        if n == 0 {
+            break;
+        }
+    }
+    apply::refresh_open(&mut tx, Utc::now(), stale_after).await?;
+    let live = format!("\"{}\"", m.schema.replace('"', "\"\""));
+    let old = format!("{scratch}_old");
+    let mut ddl = format!("CREATE SCHEMA {old};");
+    for t in TABLES {
+        ddl.push_str(&format!("ALTER TABLE {live}.{t} SET SCHEMA {old}; ALTER TABLE {scratch}.{t} SET SCHEMA {live};"));
+    }
+    ddl.push_str(&format!("DROP SCHEMA {old} CASCADE; DROP SCHEMA {scratch};"));
+    sqlx::raw_sql(&ddl).execute(&mut *tx).await?;
+    tx.commit().await?;
+    tracing::info!(events, last_seq = applied, "read models rebuilt and swapped in");
+    Ok((events, applied))
+}
+
+/// Applies the next chunk of the stream after `applied`; returns how many events it held.
+async fn catch_up_chunk(
+    conn: &mut PgConnection,
+    log: &SharedLog,
+    applied: &mut u64,
+    stale_after: Duration,
+) -> Result<u64> {
+    let page = log.read(*applied + 1, CHUNK).await?;
+    if page.is_empty() {
+        return Ok(0);
+    }
+    let batch = Batch::fold(&page);
+    // A stream that aged out its oldest events starts later than 1; anything else is a gap.
+    if batch.from_seq != *applied + 1 && *applied != 0 {
+        return Err(Error::Invariant(format!(
+            "stream gap: expected sequence {} but read {}",
+            *applied + 1,
+            batch.from_seq
+        )));
+    }
+    if !apply::apply_in(conn, &batch, *applied, Utc::now(), stale_after).await? {
+        return Err(Error::Invariant("the scratch checkpoint moved during a rebuild".into()));
+    }
+    *applied = batch.to_seq;
+    Ok(page.len() as u64)
+}

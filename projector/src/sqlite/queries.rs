@@ -1,0 +1,233 @@
+//! The `Queries` answers from the embedded SQLite file: the same questions as `pg/queries.rs`,
+//! decoding SQLite's text ids, timestamps and JSON back into the shared row types.
+//!
+//! Deliberately read-only; readers never take SQLite's write lock (WAL lets them read while a
+//! batch commits).
+
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::{parse_opt_ts, parse_ts, parse_uuid, ts, SqliteModels};
+use crate::error::{Error, Result};
+use crate::queries::{AgentRow, ListSignals, Overdue, PluginFactRow, PluginStateRow, Role, SignalRow, StatusFilter};
+
+pub(crate) const SIGNAL_COLS: &str = crate::pg::SIGNAL_COLS;
+
+fn json(s: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(s).map_err(|e| Error::Invariant(format!("bad JSON in the embedded read models: {e}")))
+}
+
+fn signal_row(r: &SqliteRow) -> Result<SignalRow> {
+    let session: Option<String> = r.try_get("resolved_to_session")?;
+    let priority: i64 = r.try_get("priority")?;
+    Ok(SignalRow {
+        id: parse_uuid(&r.try_get::<String, _>("id")?)?,
+        tenant: r.try_get("tenant")?,
+        from_identity: r.try_get("from_identity")?,
+        to_identity: r.try_get("to_identity")?,
+        signal_type: r.try_get("signal_type")?,
+        category: r.try_get("category")?,
+        priority: priority as i16,
+        payload: json(&r.try_get::<String, _>("payload")?)?,
+        delivery_class: r.try_get("delivery_class")?,
+        recipient_state: r.try_get("recipient_state")?,
+        publish_path: r.try_get("publish_path")?,
+        correlation_id: r.try_get("correlation_id")?,
+        created_at: parse_ts(&r.try_get::<String, _>("created_at")?)?,
+        expires_at: parse_opt_ts(r.try_get("expires_at")?)?,
+        delivered_at: parse_opt_ts(r.try_get("delivered_at")?)?,
+        expired_at: parse_opt_ts(r.try_get("expired_at")?)?,
+        recalled_at: parse_opt_ts(r.try_get("recalled_at")?)?,
+        delivered_via: r.try_get("delivered_via")?,
+        resolved_to_session: session.as_deref().map(parse_uuid).transpose()?,
+        acked_at: parse_opt_ts(r.try_get("acked_at")?)?,
+        last_event_seq: r.try_get("last_event_seq")?,
+    })
+}
+
+fn status_sql(s: Option<StatusFilter>) -> &'static str {
+    match s {
+        None => "1",
+        Some(StatusFilter::Pending) => "delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL",
+        Some(StatusFilter::Delivered) => "delivered_at IS NOT NULL",
+        Some(StatusFilter::Expired) => "expired_at IS NOT NULL",
+        Some(StatusFilter::Recalled) => "recalled_at IS NOT NULL",
+    }
+}
+
+impl SqliteModels {
+    pub async fn drainable(
+        &self,
+        tenant: &str,
+        identity: &str,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<SignalRow>> {
+        let sql = format!(
+            "SELECT {SIGNAL_COLS} FROM ( \
+               SELECT * FROM (SELECT * FROM signal_queue WHERE tenant = ?1 AND to_identity = ?2 \
+                  AND delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL \
+                  AND (expires_at IS NULL OR expires_at > ?3) \
+                ORDER BY priority DESC, created_at ASC LIMIT ?4) \
+               UNION ALL \
+               SELECT * FROM (SELECT q.* FROM signal_queue q JOIN agent_sessions s ON s.session_id = q.resolved_to_session \
+                WHERE q.tenant = ?1 AND q.to_identity = ?2 AND q.delivered_at IS NOT NULL AND q.acked_at IS NULL \
+                  AND s.released_at IS NOT NULL AND (q.expires_at IS NULL OR q.expires_at > ?3) \
+                ORDER BY q.priority DESC, q.created_at ASC LIMIT ?4) \
+             ) ORDER BY priority DESC, created_at ASC, id ASC LIMIT ?4"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(tenant)
+            .bind(identity)
+            .bind(ts(now))
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(signal_row).collect()
+    }
+
+    pub async fn signal(&self, tenant: &str, id: Uuid) -> Result<Option<SignalRow>> {
+        let sql = format!(
+            "SELECT {SIGNAL_COLS} FROM signal_queue WHERE tenant = ?1 AND id = ?2 \
+             UNION ALL SELECT {SIGNAL_COLS} FROM signal_history WHERE tenant = ?1 AND id = ?2 LIMIT 1"
+        );
+        let row = sqlx::query(&sql).bind(tenant).bind(id.to_string()).fetch_optional(&self.pool).await?;
+        row.as_ref().map(signal_row).transpose()
+    }
+
+    pub async fn list_signals(&self, q: &ListSignals) -> Result<Vec<SignalRow>> {
+        let role = match q.role {
+            Some(Role::Sent) => "from_identity = ?2",
+            Some(Role::Received) => "to_identity = ?2",
+            None => "(from_identity = ?2 OR to_identity = ?2)",
+        };
+        let status = status_sql(q.status);
+        let (cursor_at, cursor_id) = match q.cursor {
+            Some((at, id)) => (Some(ts(at)), Some(id.to_string())),
+            None => (None, None),
+        };
+        let cond = format!("tenant = ?1 AND {role} AND {status} AND (?3 IS NULL OR (created_at, id) < (?3, ?4))");
+        let sql = format!(
+            "SELECT {SIGNAL_COLS} FROM ( \
+               SELECT * FROM (SELECT {SIGNAL_COLS} FROM signal_queue WHERE {cond} ORDER BY created_at DESC, id DESC LIMIT ?5) \
+               UNION ALL \
+               SELECT * FROM (SELECT {SIGNAL_COLS} FROM signal_history WHERE {cond} ORDER BY created_at DESC, id DESC LIMIT ?5) \
+             ) ORDER BY created_at DESC, id DESC LIMIT ?5"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(&q.tenant)
+            .bind(&q.identity)
+            .bind(cursor_at)
+            .bind(cursor_id)
+            .bind(i64::from(q.limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(signal_row).collect()
+    }
+
+    pub async fn overdue(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<Overdue>> {
+        let rows = sqlx::query(
+            "SELECT tenant, id, signal_type, expires_at FROM signal_queue \
+             WHERE expires_at IS NOT NULL AND delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL \
+               AND expires_at <= ?1 ORDER BY expires_at ASC LIMIT ?2",
+        )
+        .bind(ts(now))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Overdue {
+                    tenant: r.try_get("tenant")?,
+                    id: parse_uuid(&r.try_get::<String, _>("id")?)?,
+                    signal_type: r.try_get("signal_type")?,
+                    expires_at: parse_ts(&r.try_get::<String, _>("expires_at")?)?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>> {
+        let rows = sqlx::query(
+            "SELECT a.tenant, a.identity, a.kind, a.registered_at, \
+               COALESCE(r.state, 'not_available_offline') AS state, COALESCE(r.live_sessions, 0) AS live_sessions, \
+               r.last_heartbeat \
+             FROM agents a LEFT JOIN recipient_state r ON r.tenant = a.tenant AND r.identity = a.identity \
+             WHERE a.tenant = ?1 ORDER BY a.identity",
+        )
+        .bind(tenant)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let live: i64 = r.try_get("live_sessions")?;
+                Ok(AgentRow {
+                    tenant: r.try_get("tenant")?,
+                    identity: r.try_get("identity")?,
+                    kind: r.try_get("kind")?,
+                    registered_at: parse_ts(&r.try_get::<String, _>("registered_at")?)?,
+                    state: r.try_get("state")?,
+                    live_sessions: live as i32,
+                    last_heartbeat: parse_opt_ts(r.try_get("last_heartbeat")?)?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn plugin_state(&self, tenant: &str, plugin: &str) -> Result<PluginStateRow> {
+        let row = sqlx::query("SELECT state, seq, updated_at FROM plugin_state WHERE tenant = ?1 AND plugin_name = ?2")
+            .bind(tenant)
+            .bind(plugin)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(r) => PluginStateRow {
+                plugin: plugin.to_string(),
+                state: json(&r.try_get::<String, _>("state")?)?,
+                seq: r.try_get("seq")?,
+                updated_at: parse_opt_ts(r.try_get("updated_at")?)?,
+            },
+            None => {
+                PluginStateRow { plugin: plugin.to_string(), state: serde_json::json!({}), seq: 0, updated_at: None }
+            }
+        })
+    }
+
+    pub async fn plugin_facts(
+        &self,
+        tenant: &str,
+        plugin: &str,
+        fact_type: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<PluginFactRow>> {
+        let rows = sqlx::query(
+            "SELECT seq, fact_type, fact, recorded_by, created_at FROM plugin_facts \
+             WHERE tenant = ?1 AND plugin_name = ?2 AND (?3 IS NULL OR fact_type = ?3) \
+             ORDER BY seq DESC LIMIT ?4",
+        )
+        .bind(tenant)
+        .bind(plugin)
+        .bind(fact_type)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(PluginFactRow {
+                    seq: r.try_get("seq")?,
+                    fact_type: r.try_get("fact_type")?,
+                    state: json(&r.try_get::<String, _>("fact")?)?,
+                    recorded_by: r.try_get("recorded_by")?,
+                    created_at: parse_ts(&r.try_get::<String, _>("created_at")?)?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
