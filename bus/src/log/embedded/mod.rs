@@ -4,8 +4,9 @@
 //! Appends go to one writer task that group-commits them (`writer.rs`); reads go to a separate
 //! pool of read-only connections, which WAL mode lets run alongside the writer; `tail` follows
 //! commits (`tail.rs`). Deliberately does not replicate, compact or expire events: the log is
-//! the only truth the read models are rebuilt from, so it keeps everything, and it serves one
-//! process (a second process may open the file safely, but its tails are not woken by our commits).
+//! the only truth the read models are rebuilt from, so it keeps everything. It is meant for one
+//! process; a second handle or process may still write the same file safely (tails then see its
+//! events on their next poll rather than at once).
 
 mod tail;
 mod writer;

@@ -4,6 +4,8 @@
 //! Deliberately does not buffer or fan out events from the writer: every event is read back from
 //! the table, so a tail can never see an event that did not commit, skip one, or reorder them.
 
+use std::time::Duration;
+
 use futures::stream::{self, BoxStream, StreamExt};
 use sqlx::SqlitePool;
 use tokio::sync::watch;
@@ -14,6 +16,10 @@ use crate::log::Stored;
 
 /// Events fetched per read while catching up.
 const PAGE: usize = 512;
+
+/// How long an idle tail trusts the writer's wake-ups alone. Only this process's writer wakes
+/// it; a second handle or process writing the same file is seen on the next poll instead.
+const POLL: Duration = Duration::from_secs(1);
 
 struct Cursor {
     readers: SqlitePool,
@@ -58,7 +64,11 @@ async fn next_page(c: &mut Cursor) -> Result<Vec<Stored>> {
             c.next = last.seq + 1;
             return Ok(page);
         }
-        if c.committed.changed().await.is_err() {
+        let woken = match tokio::time::timeout(POLL, c.committed.changed()).await {
+            Ok(woken) => woken,
+            Err(_) => continue, // no commit of ours: look for another writer's (see `POLL`)
+        };
+        if woken.is_err() {
             // The writer is gone. It publishes before it answers and stops only after its last
             // commit, so one more read finds anything still unseen.
             let page = read_from(&c.readers, c.next, PAGE).await?;

@@ -209,6 +209,39 @@ async fn tail_yields_stored_then_new_events_without_gaps() {
 }
 
 #[tokio::test]
+async fn a_tail_sees_what_another_handle_on_the_file_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = EmbeddedLog::open(dir.path()).await.unwrap();
+    let theirs = EmbeddedLog::open(dir.path()).await.unwrap();
+    let mut tail = ours.tail(1).await.unwrap();
+    assert_eq!(theirs.append(&heartbeat(Uuid::new_v4()), Expect::Any).await.unwrap(), fresh(1));
+    // Both writers take the write lock per batch and re-read the newest seq: no seq is reused.
+    assert_eq!(ours.append(&heartbeat(Uuid::new_v4()), Expect::Any).await.unwrap(), fresh(2));
+    assert_eq!(theirs.append(&heartbeat(Uuid::new_v4()), Expect::Any).await.unwrap(), fresh(3));
+    for seq in 1..=3 {
+        let next = tokio::time::timeout(Duration::from_secs(5), tail.next()).await.expect("tail stalled");
+        assert_eq!(next.unwrap().unwrap().seq, seq);
+    }
+    theirs.close().await;
+    ours.close().await;
+}
+
+#[tokio::test]
+async fn a_batch_that_cannot_commit_is_unavailable_and_stores_nothing() {
+    let (_dir, log) = open().await;
+    let mut blocker = sqlx::sqlite::SqliteConnectOptions::new().filename(log.path()).connect().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut blocker).await.unwrap();
+    // The writer waits out its busy timeout on the lock, then gives the batch up.
+    let refused = log.append(&heartbeat(Uuid::new_v4()), Expect::Any).await;
+    assert!(matches!(refused, Err(Error::Unavailable(_))), "{refused:?}");
+    sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+    assert_eq!(log.last_seq().await.unwrap(), 0);
+    // The writer carries on, and the refused batch left no hole in the sequence.
+    assert_eq!(log.append(&heartbeat(Uuid::new_v4()), Expect::Any).await.unwrap(), fresh(1));
+    log.close().await;
+}
+
+#[tokio::test]
 async fn reopening_keeps_everything_and_sequences_continue() {
     let dir = tempfile::tempdir().unwrap();
     let s = Uuid::new_v4();
