@@ -1,0 +1,23 @@
+//! Reads the Grafana dashboards and provisioning files in `dashboards/` and turns them into
+//! things a test can check: every query with its panel, SQL with Grafana's macros expanded,
+//! PromQL checked against the metric contract, and the provisioning YAML as JSON values.
+//!
+//! Deliberately does not talk to PostgreSQL, Prometheus or Grafana itself: the tests in
+//! `tests/` do, so this library stays pure and fast to unit-test.
+
+pub mod dashboards;
+pub mod promql;
+pub mod sql_macros;
+pub mod yaml;
+
+use std::path::PathBuf;
+
+/// The repository's `dashboards/` directory (this crate lives in `dashboards/check`).
+pub fn dashboards_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("dashboards/check has a parent").to_path_buf()
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    dashboards_dir().parent().expect("dashboards/ has a parent").to_path_buf()
+}
