@@ -264,3 +264,36 @@ async fn doctor_finds_planted_violations(env: Env) {
     let report = projector::doctor(&env.log, m).await.unwrap();
     assert!(report.ok(), "{report:#?}");
 }
+
+#[tokio::test]
+async fn a_database_migrated_by_a_newer_binary_is_refused() {
+    let db = testkit::TestDb::create().await;
+    drop(projector::ReadModels::postgres(db.url()).await.unwrap());
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9999, 'from the future', true, '\\x00', 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let err = projector::ReadModels::postgres(db.url()).await.unwrap_err();
+    assert!(matches!(err, projector::Error::SchemaTooNew(9999)), "{err}");
+    assert!(err.to_string().contains("newer signalbus"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    drop(projector::ReadModels::sqlite(dir.path()).await.unwrap());
+    let file = dir.path().join("readmodels.sqlite");
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", file.display())).await.unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (9999, 'from the future', 1, x'00', 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    let err = projector::ReadModels::sqlite(dir.path()).await.unwrap_err();
+    assert!(matches!(err, projector::Error::SchemaTooNew(9999)), "{err}");
+}
