@@ -1,0 +1,87 @@
+//! Startup drain order (CONTRACT §5), acks, and redelivery of what was delivered but not acked.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{Bus, WAIT};
+
+async fn queue(bus: &Bus, from: &str, ty: &str, n: u32) -> String {
+    let (s, v) = bus.send(from, json!({"to": "bob", "type": ty, "payload": {"n": n}})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["publish_path"], "queued_offline");
+    v["signal_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn drain_is_priority_desc_then_oldest_first_and_unacked_ones_come_back_redelivered() {
+    let bus = Bus::start().await;
+    let alice = bus.register("alice").await;
+    let bob = bus.register("bob").await;
+    // Blocker is sync, so it goes as async to reach an offline recipient.
+    let info1 = queue(&bus, &alice, "StatusUpdate", 1).await;
+    let task1 = queue(&bus, &alice, "TaskAssigned", 2).await;
+    let (_, v) = bus.send(&alice, json!({"to": "bob", "type": "Blocker", "delivery_class": "async"})).await;
+    let blocker = v["signal_id"].as_str().unwrap().to_string();
+    let ask1 = queue(&bus, &alice, "ReviewRequested", 3).await;
+    let info2 = queue(&bus, &alice, "Whatever", 4).await;
+    let task2 = queue(&bus, &alice, "TaskAssigned", 5).await;
+    let expected = vec![blocker, ask1, task1, task2, info1, info2];
+
+    let mut ws = bus.connect(&bob).await;
+    let mut got = Vec::new();
+    for _ in 0..expected.len() {
+        let s = ws.next_signal(WAIT).await.expect("drained signal");
+        assert_eq!(s["redelivered"], false);
+        got.push(s["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(got, expected);
+    assert!(ws.next_signal(Duration::from_millis(300)).await.is_none(), "each signal exactly once");
+    assert_eq!(row(&bus, &alice, &expected[0]).await["delivered_via"], "startup_drain");
+
+    // Ack the first three, then leave.
+    let r = ws.ack(&expected[..3]).await;
+    assert_eq!(r["ok"], true, "{r}");
+    ws.close().await;
+
+    let mut ws = bus.connect(&bob).await;
+    let mut again = Vec::new();
+    for _ in 0..3 {
+        let s = ws.next_signal(WAIT).await.expect("redelivered signal");
+        assert_eq!(s["redelivered"], true, "{s}");
+        again.push(s["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(again, expected[3..].to_vec());
+    assert!(ws.next_signal(Duration::from_millis(300)).await.is_none());
+    let acked: Value = row(&bus, &alice, &expected[0]).await;
+    assert!(acked["acked_at"].is_string(), "{acked}");
+
+    // Acked now: a third session gets nothing.
+    ws.ack(&again).await;
+    ws.close().await;
+    let mut ws = bus.connect(&bob).await;
+    assert!(ws.next_signal(Duration::from_millis(500)).await.is_none());
+}
+
+#[tokio::test]
+async fn a_live_push_is_acked_over_the_socket_and_not_redelivered() {
+    let bus = Bus::start().await;
+    let alice = bus.register("alice").await;
+    let bob = bus.register("bob").await;
+    let mut ws = bus.connect(&bob).await;
+    let (_, v) = bus.send(&alice, json!({"to": "bob", "type": "Question"})).await;
+    let id = v["signal_id"].as_str().unwrap().to_string();
+    let s = ws.next_signal(WAIT).await.unwrap();
+    assert_eq!(s["id"], json!(id));
+    let (_, row) = bus.call("GET", Some(&bob), &format!("/v1/signals/{id}"), None).await;
+    assert_eq!(row["delivered_via"], "ws_push");
+    assert_eq!(row["resolved_to_session"], json!(ws.session_id()));
+    ws.ack(std::slice::from_ref(&id)).await;
+    ws.close().await;
+    let mut ws = bus.connect(&bob).await;
+    assert!(ws.next_signal(Duration::from_millis(500)).await.is_none());
+}
+
+async fn row(bus: &Bus, token: &str, id: &str) -> Value {
+    bus.call("GET", Some(token), &format!("/v1/signals/{id}"), None).await.1
+}
