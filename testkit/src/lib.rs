@@ -10,4 +10,5 @@
 pub mod nats;
 pub mod pg;
 
+pub use nats::NatsServer;
 pub use pg::TestDb;

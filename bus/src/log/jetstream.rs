@@ -1,1 +1,352 @@
-//! JetStream backend of the event log (to be written).
+//! The production event log: one NATS JetStream stream (file storage) holding every event under
+//! `<prefix>.<tenant>.<entity>.<id>`, where the prefix is the stream name lowercased, so streams
+//! with different names can share one server.
+//!
+//! How the trait's semantics map onto JetStream:
+//! - total order and gapless sequences: the stream sequence (only `max_age` removes events);
+//! - per-subject compare-and-set: the `Nats-Expected-Last-Subject-Sequence` header (`0`: the
+//!   subject is empty), checked by the stream leader under its lock;
+//! - idempotent retries: `Nats-Msg-Id` = event id, within the stream's duplicate window
+//!   (`DUPLICATE_WINDOW`); a retry later than that is stored again;
+//! - reads: direct gets for one subject, ephemeral pull consumers for batches and tails. The tail
+//!   tracks the next stream sequence itself and recreates its consumer from there after any error,
+//!   timeout, delivery gap or reconnect, so it never skips or reorders, also across a restart.
+//!
+//! An `Unavailable` append (timeout, lost connection) may still have been stored: retry it with
+//! the same event (same id) inside the duplicate window and it is not stored twice.
+//!
+//! Server versions: Debian's nats-server 2.9.10 (what this is tested against) has no
+//! per-message TTL, no atomic batch publish and no `Nats-Expected-Last-Subject-Sequence-Subject`,
+//! so none are used. A clustered JetStream with replicas > 1 needs nats-server >= 2.10.19 for a
+//! correct per-subject compare-and-set (older leaders could accept two racing writers), and
+//! direct gets there may answer from a lagging replica (a stale read only costs a retried CAS).
+//!
+//! Deliberately does not decide anything about events (the store does) nor retry appends.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
+use async_nats::jetstream::context::{Publish, PublishErrorKind};
+use async_nats::jetstream::stream::{self, DirectGetErrorKind, StorageType};
+use async_nats::jetstream::{self, Context};
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use tokio::sync::Mutex;
+use tracing::debug;
+
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::event::{Event, Subjects};
+use crate::log::{Appended, EventLog, Expect, Stored};
+
+mod tail;
+
+/// How long JetStream remembers an event id to drop a retried append.
+const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+/// Messages asked for per pull request; bounded so one request never overflows a subscription.
+const FETCH_BATCH: usize = 4096;
+/// A read whose fetch hears nothing for this long gives up as unavailable.
+const FETCH_SILENCE: Duration = Duration::from_secs(10);
+/// A tail's long poll: how long one pull request waits for new events.
+const TAIL_EXPIRES: Duration = Duration::from_secs(2);
+/// A tail that hears nothing (not even the end of its pull request) for this long assumes its
+/// consumer is gone and recreates it.
+const TAIL_SILENCE: Duration = Duration::from_secs(4);
+/// Ephemeral consumers the server deletes once nobody has pulled from them for this long.
+const CONSUMER_IDLE: Duration = Duration::from_secs(60);
+/// JetStream API errors that mean "the subject's last sequence was not the expected one".
+const WRONG_LAST_SEQUENCE: [u64; 2] = [10071, 10164];
+
+/// Which stream to use and how long it keeps events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JetStreamConfig {
+    /// Stream name; its lowercase is the subject prefix.
+    pub stream: String,
+    /// Events older than this are removed by the server.
+    pub max_age: Duration,
+}
+
+impl Default for JetStreamConfig {
+    fn default() -> Self {
+        Self { stream: "SIGNALBUS".to_string(), max_age: Duration::from_secs(30 * 24 * 3600) }
+    }
+}
+
+/// The JetStream event log. Cheap to share behind an `Arc`; one NATS connection.
+pub struct JetStreamLog {
+    client: async_nats::Client,
+    js: Context,
+    stream: stream::Stream,
+    subjects: Subjects,
+    /// The consumer the last `read` left positioned at the next sequence, so a reader paging
+    /// through the stream (the projector) pays for one consumer, not one per page.
+    cursor: Mutex<Option<(u64, PullConsumer)>>,
+}
+
+impl std::fmt::Debug for JetStreamLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JetStreamLog").field("stream", &self.stream.cached_info().config.name).finish()
+    }
+}
+
+fn unavailable(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Unavailable(format!("{what}: {e}"))
+}
+
+fn valid_stream_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+impl JetStreamLog {
+    /// Connects, and creates the stream if it does not exist (or updates its `max_age`).
+    pub async fn connect(url: &str, config: JetStreamConfig) -> Result<JetStreamLog> {
+        if !valid_stream_name(&config.stream) {
+            return Err(Error::Storage(format!("invalid stream name {:?}", config.stream)));
+        }
+        let client = async_nats::ConnectOptions::new()
+            .name("signalbus")
+            .connection_timeout(Duration::from_secs(5))
+            // Come back quickly after a server restart instead of the default's 4 s steps.
+            .reconnect_delay_callback(|attempts| Duration::from_millis((attempts as u64 * 100).min(1000)))
+            .connect(url)
+            .await
+            .map_err(|e| unavailable("cannot connect to nats", e))?;
+        let js = jetstream::new(client.clone());
+        let prefix = config.stream.to_lowercase();
+        let subjects = Subjects::new(prefix);
+        let wanted = stream::Config {
+            name: config.stream.clone(),
+            subjects: vec![subjects.all()],
+            storage: StorageType::File,
+            max_age: config.max_age,
+            duplicate_window: DUPLICATE_WINDOW.min(config.max_age),
+            allow_direct: true,
+            ..Default::default()
+        };
+        let mut stream = js.get_or_create_stream(wanted).await.map_err(|e| unavailable("cannot open stream", e))?;
+        let current = stream.info().await.map_err(|e| unavailable("cannot read stream info", e))?.config.clone();
+        if current.max_age != config.max_age || !current.allow_direct {
+            let updated = stream::Config { max_age: config.max_age, allow_direct: true, ..current };
+            js.update_stream(updated).await.map_err(|e| unavailable("cannot update stream", e))?;
+            stream = js.get_stream(&config.stream).await.map_err(|e| unavailable("cannot open stream", e))?;
+        }
+        debug!(stream = %config.stream, prefix = subjects.prefix(), "jetstream log opened");
+        Ok(JetStreamLog { client, js, stream, subjects, cursor: Mutex::new(None) })
+    }
+
+    /// Flushes and drops the connection.
+    pub async fn close(self) {
+        let _ = self.client.flush().await;
+        let _ = self.client.drain().await;
+    }
+
+    fn stream_name(&self) -> &str {
+        &self.stream.cached_info().config.name
+    }
+
+    /// An ephemeral pull consumer over the whole stream starting at `from_seq`. No acks: the
+    /// reader tracks its own position.
+    async fn consumer_from(&self, from_seq: u64) -> Result<PullConsumer> {
+        consumer_from(&self.js, self.stream_name(), from_seq).await
+    }
+
+    /// Up to `max` events from an existing consumer; fewer only when the stream has no more.
+    async fn fetch(consumer: &PullConsumer, max: usize, out: &mut Vec<Stored>) -> Result<()> {
+        while out.len() < max {
+            let want = (max - out.len()).min(FETCH_BATCH);
+            // No `expires`: on nats-server 2.9 a no-wait fetch with one waits the whole expiry
+            // when nothing is pending. Without it the server ends the fetch at once ("no
+            // messages"); the timeout below only guards against a connection lost mid-fetch.
+            let mut batch = consumer
+                .fetch()
+                .max_messages(want)
+                .messages()
+                .await
+                .map_err(|e| unavailable("cannot read the stream", e))?;
+            let mut got = 0;
+            loop {
+                let msg = match tokio::time::timeout(FETCH_SILENCE, batch.next()).await {
+                    Ok(Some(msg)) => msg.map_err(|e| unavailable("cannot read the stream", e))?,
+                    Ok(None) => break,
+                    Err(_) => return Err(Error::Unavailable("the stream stopped answering a read".into())),
+                };
+                out.push(stored_from_consumer(msg)?);
+                got += 1;
+            }
+            if got < want {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn consumer_from(js: &Context, stream: &str, from_seq: u64) -> Result<PullConsumer> {
+    let config = pull::Config {
+        deliver_policy: DeliverPolicy::ByStartSequence { start_sequence: from_seq.max(1) },
+        ack_policy: AckPolicy::None,
+        inactive_threshold: CONSUMER_IDLE,
+        memory_storage: true,
+        num_replicas: 1,
+        ..Default::default()
+    };
+    js.create_consumer_on_stream(config, stream).await.map_err(|e| unavailable("cannot create a consumer", e))
+}
+
+fn stored(seq: u64, subject: &str, payload: &[u8]) -> Result<Stored> {
+    Ok(Stored { seq, subject: subject.to_string(), event: codec::decode(payload)? })
+}
+
+fn stored_from_consumer(msg: jetstream::Message) -> Result<Stored> {
+    let seq = msg.info().map_err(|e| Error::Decode(format!("consumer message metadata: {e}")))?.stream_sequence;
+    stored(seq, msg.subject.as_str(), &msg.payload)
+}
+
+/// The sequence of the newest event on the subject as reported in a wrong-last-sequence error
+/// ("wrong last sequence: 7 (code 400, error code 10071)"), if the server said.
+fn found_seq(message: &str) -> Option<u64> {
+    let rest = &message[message.find("sequence:")? + "sequence:".len()..];
+    let digits: String = rest.trim_start().chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The JetStream API error behind a client error, if the server answered with one.
+fn api_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a jetstream::Error> {
+    std::error::Error::source(e).and_then(|s| s.downcast_ref::<jetstream::Error>())
+}
+
+/// The numeric JetStream error code (`ErrorCode` keeps its number private but serializes it).
+fn error_code(e: &jetstream::Error) -> Option<u64> {
+    serde_json::to_value(e.error_code()).ok()?.as_u64()
+}
+
+#[async_trait]
+impl EventLog for JetStreamLog {
+    fn subjects(&self) -> &Subjects {
+        &self.subjects
+    }
+
+    async fn append(&self, event: &Event, expect: Expect) -> Result<Appended> {
+        let subject = self.subjects.for_event(event);
+        let mut publish = Publish::build().payload(codec::encode(event)?.into()).message_id(event.event_id.to_string());
+        if let Expect::LastSubjectSeq(n) = expect {
+            publish = publish.expected_last_subject_sequence(n);
+        }
+        let result = match self.js.send_publish(subject.clone(), publish).await {
+            Ok(ack) => ack.await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(ack) => Ok(Appended { seq: ack.sequence, duplicate: ack.duplicate }),
+            Err(e) => {
+                let expected = match expect {
+                    Expect::LastSubjectSeq(n) => n,
+                    Expect::Any => 0,
+                };
+                let api = api_error(&e);
+                if e.kind() == PublishErrorKind::WrongLastSequence
+                    || api.and_then(error_code).is_some_and(|c| WRONG_LAST_SEQUENCE.contains(&c))
+                {
+                    let found = api.and_then(|a| found_seq(&a.to_string()));
+                    debug!(subject = %subject, expected, ?found, "append lost a compare-and-set");
+                    return Err(Error::Conflict { subject, expected, found });
+                }
+                match api {
+                    // The server refused the event itself (too big, stream sealed, ...).
+                    Some(a) => Err(Error::Storage(format!("stream refused the event: {a}"))),
+                    None => Err(unavailable("cannot append to the stream", e)),
+                }
+            }
+        }
+    }
+
+    async fn read_subject(&self, subject: &str) -> Result<Vec<Stored>> {
+        // A signal has a handful of events: walk them with "next message on subject from seq".
+        let mut out = Vec::new();
+        let mut from = 1;
+        loop {
+            match self.stream.direct_get_next_for_subject(subject, Some(from)).await {
+                Ok(msg) => {
+                    let msg = jetstream::message::StreamMessage::try_from(msg.message)
+                        .map_err(|e| Error::Decode(format!("direct get headers: {e}")))?;
+                    from = msg.sequence + 1;
+                    out.push(stored(msg.sequence, msg.subject.as_str(), &msg.payload)?);
+                }
+                Err(e) if e.kind() == DirectGetErrorKind::NotFound => return Ok(out),
+                Err(e) => return Err(unavailable("cannot read subject", e)),
+            }
+        }
+    }
+
+    async fn last_on_subject(&self, subject: &str) -> Result<Option<Stored>> {
+        match self.stream.direct_get_last_for_subject(subject).await {
+            Ok(msg) => Ok(Some(stored(msg.sequence, msg.subject.as_str(), &msg.payload)?)),
+            Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(None),
+            Err(e) => Err(unavailable("cannot read subject", e)),
+        }
+    }
+
+    async fn read(&self, from_seq: u64, max: usize) -> Result<Vec<Stored>> {
+        let from_seq = from_seq.max(1);
+        let mut out = Vec::new();
+        if max == 0 {
+            return Ok(out);
+        }
+        let mut cursor = self.cursor.lock().await;
+        // Reuse the cursor if it stands where this read starts; a failed fetch may have left it
+        // anywhere (or the server may have dropped it), so it is then replaced, once.
+        let mut fresh = false;
+        loop {
+            let consumer = match cursor.take() {
+                Some((next, c)) if next == from_seq => c,
+                _ => {
+                    fresh = true;
+                    self.consumer_from(from_seq).await?
+                }
+            };
+            match Self::fetch(&consumer, max, &mut out).await {
+                Ok(()) => {
+                    let next = out.last().map_or(from_seq, |s| s.seq + 1);
+                    *cursor = Some((next, consumer));
+                    return Ok(out);
+                }
+                Err(e) if !fresh => {
+                    debug!(error = %e, from_seq, "read cursor failed, recreating it");
+                    out.clear();
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Stored>>> {
+        let state = tail::Tail::new(self.js.clone(), self.client.clone(), self.stream_name().to_string(), from_seq);
+        Ok(futures::stream::unfold(state, |mut t| async move {
+            let item = t.next_event().await;
+            Some((item, t))
+        })
+        .boxed())
+    }
+
+    async fn last_seq(&self) -> Result<u64> {
+        let info = self.stream.get_info().await.map_err(|e| unavailable("cannot read stream info", e))?;
+        Ok(info.state.last_sequence)
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.stream.get_info().await.map(|_| ()).map_err(|e| unavailable("stream does not answer", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::found_seq;
+
+    #[test]
+    fn found_sequence_is_parsed_from_the_error() {
+        assert_eq!(found_seq("wrong last sequence: 7"), Some(7));
+        assert_eq!(found_seq("wrong last sequence: 12 (code 400, error code 10071)"), Some(12));
+        assert_eq!(found_seq("something else"), None);
+    }
+}
