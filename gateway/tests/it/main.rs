@@ -4,6 +4,7 @@
 //! Deliberately one test binary (many modules): each binary links the whole stack, and the
 //! shared 2-core build box pays for every link.
 
+mod cluster;
 mod connect_race;
 mod drain;
 mod frames;

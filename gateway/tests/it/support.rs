@@ -21,6 +21,22 @@ use tokio_util::sync::CancellationToken;
 pub const ADMIN: &str = "admin-secret-for-tests";
 pub const WAIT: Duration = Duration::from_secs(5);
 
+/// The test configuration of a node.
+pub fn config(node: &str) -> GatewayConfig {
+    GatewayConfig {
+        node: node.into(),
+        admin_token: ADMIN.into(),
+        push_grace: Duration::from_millis(50),
+        ..Default::default()
+    }
+}
+
+/// Runs a projector until `stop` is cancelled.
+pub fn spawn_projector(log: &SharedLog, models: &ReadModels, stale_after: Duration, stop: &CancellationToken) {
+    let pconf = ProjectorConfig { stale_after, max_wait: Duration::from_millis(5), ..Default::default() };
+    tokio::spawn(Projector::new(log.clone(), models.clone(), pconf).run(stop.clone()));
+}
+
 pub struct Bus {
     pub base: String,
     pub ws_url: String,
@@ -29,7 +45,7 @@ pub struct Bus {
     pub http: reqwest::Client,
     stop: CancellationToken,
     server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Bus {
@@ -40,22 +56,22 @@ impl Bus {
     pub async fn with(tweak: impl FnOnce(&mut GatewayConfig)) -> Bus {
         let dir = tempfile::tempdir().unwrap();
         let log: SharedLog = Arc::new(EmbeddedLog::open(dir.path()).await.unwrap());
-        let mut config = GatewayConfig {
-            node: "node-a".into(),
-            admin_token: ADMIN.into(),
-            push_grace: Duration::from_millis(50),
-            ..Default::default()
-        };
+        let mut config = config("node-a");
         tweak(&mut config);
         let models = ReadModels::sqlite(dir.path()).await.unwrap();
         let stop = CancellationToken::new();
-        let pconf = ProjectorConfig {
-            stale_after: config.stale_after,
-            max_wait: Duration::from_millis(5),
-            ..Default::default()
-        };
-        let projector = Projector::new(log.clone(), models.clone(), pconf);
-        tokio::spawn(projector.run(stop.clone()));
+        spawn_projector(&log, &models, config.stale_after, &stop);
+        Bus::node(log, models, config, stop, Some(dir)).await
+    }
+
+    /// A gateway node over an existing stream and read models (the projector runs elsewhere).
+    pub async fn node(
+        log: SharedLog,
+        models: ReadModels,
+        config: GatewayConfig,
+        stop: CancellationToken,
+        dir: Option<tempfile::TempDir>,
+    ) -> Bus {
         let gw = Gateway::start(log.clone(), Arc::new(models), config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -1,0 +1,119 @@
+//! Two gateway nodes on one NATS JetStream stream and one PostgreSQL database (each node with
+//! its own NATS connection, as separate processes would have): a signal sent through one node
+//! reaches a session held by the other, presence and token rotation agree across nodes, and
+//! sending while the recipient connects elsewhere loses nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
+use bus::log::SharedLog;
+use projector::ReadModels;
+use serde_json::json;
+use testkit::nats::NatsServer;
+use testkit::TestDb;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{config, spawn_projector, Bus, Client, ADMIN, WAIT};
+
+struct Cluster {
+    a: Bus,
+    b: Bus,
+    _nats: NatsServer,
+    _db: TestDb,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let nats = NatsServer::start().await;
+        let db = TestDb::create().await;
+        let connect = || async {
+            let log: SharedLog =
+                Arc::new(JetStreamLog::connect(&nats.url(), JetStreamConfig::default()).await.unwrap());
+            log
+        };
+        let stop = CancellationToken::new();
+        let models = ReadModels::postgres(db.url()).await.unwrap();
+        spawn_projector(&connect().await, &models, Duration::from_secs(60), &stop);
+        let a = Bus::node(connect().await, models.clone(), config("node-a"), stop.clone(), None).await;
+        let b = Bus::node(connect().await, ReadModels::postgres(db.url()).await.unwrap(), config("node-b"), stop, None)
+            .await;
+        Cluster { a, b, _nats: nats, _db: db }
+    }
+
+    /// Waits until both nodes have applied everything on the stream.
+    async fn settle(&self) {
+        let seq = self.a.log.last_seq().await.unwrap();
+        assert!(self.a.gw.wait_applied(seq, WAIT).await && self.b.gw.wait_applied(seq, WAIT).await);
+    }
+}
+
+#[tokio::test]
+async fn a_signal_sent_through_one_node_is_pushed_by_the_node_holding_the_session() {
+    let c = Cluster::start().await;
+    let alice = c.a.register("alice").await;
+    let bob = c.a.register("bob").await;
+    c.settle().await;
+    let mut ws = c.b.connect(&bob).await;
+    c.settle().await;
+    let (s, v) = c.a.send(&alice, json!({"to": "bob", "type": "Blocker"})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["recipient_state"], "available");
+    assert_eq!(v["publish_path"], "pushed_to_ws");
+    assert_eq!(v["resolved_to_session"], json!(ws.session_id()));
+    let got = ws.next_signal(WAIT).await.expect("pushed by node b");
+    assert_eq!(got["id"], v["signal_id"]);
+    let (_, row) =
+        c.a.call("GET", Some(&alice), &format!("/v1/signals/{}", v["signal_id"].as_str().unwrap()), None).await;
+    assert_eq!(row["delivered_via"], "ws_push");
+    ws.ack(&[v["signal_id"].as_str().unwrap().to_string()]).await;
+    ws.close().await;
+    c.settle().await;
+
+    // Offline now on both nodes: sync bounces, async queues, and a session on node a drains it.
+    let (s, _) = c.b.send(&alice, json!({"to": "bob", "type": "Blocker"})).await;
+    assert_eq!(s, 409);
+    let (_, v) = c.b.send(&alice, json!({"to": "bob", "type": "TaskAssigned"})).await;
+    assert_eq!(v["publish_path"], "queued_offline");
+    let mut ws = c.a.connect(&bob).await;
+    assert_eq!(ws.next_signal(WAIT).await.unwrap()["id"], v["signal_id"]);
+}
+
+#[tokio::test]
+async fn rotation_on_one_node_closes_sessions_on_the_other() {
+    let c = Cluster::start().await;
+    let old = c.a.register("alice").await;
+    c.settle().await;
+    let mut ws = c.b.connect(&old).await;
+    let (s, v) = c.a.call("POST", Some(ADMIN), "/v1/agents/alice/token", None).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(ws.closed_code(WAIT).await, Some(1008));
+    c.settle().await;
+    let (s, _) = c.b.call("GET", Some(&old), "/v1/agents", None).await;
+    assert_eq!(s, 401);
+    let (s, _) = c.b.call("GET", Some(v["token"].as_str().unwrap()), "/v1/agents", None).await;
+    assert_eq!(s, 200);
+}
+
+#[tokio::test]
+async fn sending_through_one_node_while_connecting_to_the_other_loses_nothing() {
+    let c = Cluster::start().await;
+    let alice = c.a.register("alice").await;
+    let bob = c.a.register("bob").await;
+    c.settle().await;
+    let url = format!("{}?token={bob}", c.b.ws_url);
+    for round in 0..15 {
+        let connect = tokio::spawn({
+            let url = url.clone();
+            async move { Client::connect(&url).await }
+        });
+        let (s, v) = c.a.send(&alice, json!({"to": "bob", "type": "StatusUpdate", "payload": {"round": round}})).await;
+        assert_eq!(s, 200, "{v}");
+        let mut ws = connect.await.unwrap();
+        let got = ws.next_signal(WAIT).await;
+        assert_eq!(got.map(|s| s["id"].clone()), Some(v["signal_id"].clone()), "round {round}: lost");
+        assert!(ws.next_signal(Duration::from_millis(50)).await.is_none(), "round {round}: duplicate");
+        ws.ack(&[v["signal_id"].as_str().unwrap().to_string()]).await;
+        ws.close().await;
+    }
+}
