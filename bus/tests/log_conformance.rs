@@ -299,6 +299,8 @@ mod jetstream_only {
         for seq in 1..=5 {
             assert_eq!(next_of(&mut tail).await.seq, seq);
         }
+        // Leaves `read`'s cursor consumer standing at 6; the restart loses it.
+        assert_eq!(seqs(&log.read(1, 100).await.unwrap()), vec![1, 2, 3, 4, 5]);
         if crash {
             b.server.kill().await;
         }
@@ -309,6 +311,7 @@ mod jetstream_only {
         for seq in 6..=10 {
             assert_eq!(next_of(&mut tail).await.seq, seq);
         }
+        assert_eq!(seqs(&log.read(6, 100).await.unwrap()), vec![6, 7, 8, 9, 10]);
         assert_eq!(log.last_seq().await.unwrap(), 10);
     }
 
@@ -342,6 +345,10 @@ mod jetstream_only {
         assert_eq!(info.config.max_age, Duration::from_secs(3600));
         assert!(info.config.allow_direct);
         assert_eq!(info.config.subjects, vec![format!("{}.>", stream.to_lowercase())]);
+        // Shorter than the duplicate window: the window shrinks with it instead of failing.
+        let config = JetStreamConfig { stream: stream.clone(), max_age: Duration::from_secs(30) };
+        let third = JetStreamLog::connect(&server.url(), config).await.unwrap();
+        assert_eq!(third.last_seq().await.unwrap(), 2);
     }
 
     /// How fast a projector-style reader pages through the stream (`cargo test -- --ignored`).

@@ -23,7 +23,8 @@
 //!
 //! Deliberately does not decide anything about events (the store does) nor retry appends.
 
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::context::{Publish, PublishErrorKind};
@@ -81,7 +82,23 @@ pub struct JetStreamLog {
     subjects: Subjects,
     /// The consumer the last `read` left positioned at the next sequence, so a reader paging
     /// through the stream (the projector) pays for one consumer, not one per page.
-    cursor: Mutex<Option<(u64, PullConsumer)>>,
+    cursor: Mutex<Option<Cursor>>,
+}
+
+/// A `read` consumer standing at `next`. A fetch from a consumer the server no longer has
+/// (lost in a restart, or deleted after `CONSUMER_IDLE`) is not refused but goes unanswered,
+/// so a cursor that may be gone is not reused at all.
+struct Cursor {
+    next: u64,
+    consumer: PullConsumer,
+    connects: u64,
+    used: Instant,
+}
+
+impl Cursor {
+    fn reusable_at(&self, from_seq: u64, connects: u64) -> bool {
+        self.next == from_seq && self.connects == connects && self.used.elapsed() < CONSUMER_IDLE / 2
+    }
 }
 
 impl std::fmt::Debug for JetStreamLog {
@@ -92,6 +109,15 @@ impl std::fmt::Debug for JetStreamLog {
 
 fn unavailable(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Unavailable(format!("{what}: {e}"))
+}
+
+/// The server refuses a duplicate window longer than `max_age` (`0`: keep forever).
+fn duplicate_window(max_age: Duration) -> Duration {
+    if max_age.is_zero() {
+        DUPLICATE_WINDOW
+    } else {
+        DUPLICATE_WINDOW.min(max_age)
+    }
 }
 
 fn valid_stream_name(name: &str) -> bool {
@@ -120,14 +146,19 @@ impl JetStreamLog {
             subjects: vec![subjects.all()],
             storage: StorageType::File,
             max_age: config.max_age,
-            duplicate_window: DUPLICATE_WINDOW.min(config.max_age),
+            duplicate_window: duplicate_window(config.max_age),
             allow_direct: true,
             ..Default::default()
         };
         let mut stream = js.get_or_create_stream(wanted).await.map_err(|e| unavailable("cannot open stream", e))?;
         let current = stream.info().await.map_err(|e| unavailable("cannot read stream info", e))?.config.clone();
         if current.max_age != config.max_age || !current.allow_direct {
-            let updated = stream::Config { max_age: config.max_age, allow_direct: true, ..current };
+            let updated = stream::Config {
+                max_age: config.max_age,
+                duplicate_window: duplicate_window(config.max_age),
+                allow_direct: true,
+                ..current
+            };
             js.update_stream(updated).await.map_err(|e| unavailable("cannot update stream", e))?;
             stream = js.get_stream(&config.stream).await.map_err(|e| unavailable("cannot open stream", e))?;
         }
@@ -295,11 +326,12 @@ impl EventLog for JetStreamLog {
         }
         let mut cursor = self.cursor.lock().await;
         // Reuse the cursor if it stands where this read starts; a failed fetch may have left it
-        // anywhere (or the server may have dropped it), so it is then replaced, once.
+        // anywhere, so it is then replaced, once.
         let mut fresh = false;
         loop {
+            let connects = self.client.statistics().connects.load(Ordering::Relaxed);
             let consumer = match cursor.take() {
-                Some((next, c)) if next == from_seq => c,
+                Some(c) if c.reusable_at(from_seq, connects) => c.consumer,
                 _ => {
                     fresh = true;
                     self.consumer_from(from_seq).await?
@@ -308,7 +340,7 @@ impl EventLog for JetStreamLog {
             match Self::fetch(&consumer, max, &mut out).await {
                 Ok(()) => {
                     let next = out.last().map_or(from_seq, |s| s.seq + 1);
-                    *cursor = Some((next, consumer));
+                    *cursor = Some(Cursor { next, consumer, connects, used: Instant::now() });
                     return Ok(out);
                 }
                 Err(e) if !fresh => {
