@@ -1,16 +1,27 @@
-//! One expiry: ask the signal store to expire a signal, classify the answer, and count it.
+//! One expiry: expire a signal through the per-signal compare-and-set, classify the answer,
+//! and count it.
 //!
-//! Deliberately decides nothing itself: the per-signal compare-and-set in `bus::store` makes
-//! a racing delivery or recall win cleanly, and a lost race is an ordinary outcome here, not an
-//! error. Which signals to expire, and when, is `timers.rs`'s and `scan.rs`'s business.
+//! Deliberately decides nothing itself: `bus::signal::decide` says whether the signal may
+//! expire, and the compare-and-set append makes a racing delivery or recall win cleanly; a lost
+//! race is an ordinary outcome here, not an error. Which signals to expire, and when, is
+//! `timers.rs`'s and `scan.rs`'s business.
+//!
+//! Fast path: a pending, never-touched signal has exactly one event on its subject, the send
+//! (it is always the subject's first). So when the subject's *last* event is `signal.sent`, that
+//! one event is the whole state: we decide on it and append conditional on it still being the
+//! last — one O(1) read instead of reading the subject to its end (on JetStream: one direct get
+//! instead of two). Anything else, or a lost compare-and-set, falls back to
+//! `SignalStore::execute`, which re-reads and re-decides.
 
 use std::time::Duration;
 
 use bus::catalog::TypeTable;
-use bus::signal::SignalCommand;
+use bus::event::{Entity, Event, EventBody};
+use bus::log::Expect;
+use bus::signal::{decide, SignalCommand, SignalState};
 use bus::store::SignalStore;
 use bus::DomainError;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::error::Result;
@@ -34,15 +45,16 @@ pub enum Outcome {
 
 /// Expires `tenant`/`id` if it is pending and due now.
 pub async fn expire_one(store: &SignalStore, types: &TypeTable, tenant: &str, id: Uuid) -> Result<Outcome> {
-    match store.execute(tenant, id, &SignalCommand::Expire, ACTOR, Utc::now()).await {
+    let now = Utc::now();
+    if let Some((seq, signal_type, expires_at)) = fast_path(store, tenant, id, now).await? {
+        return Ok(expired(types, seq, signal_type, expires_at));
+    }
+    match store.execute(tenant, id, &SignalCommand::Expire, ACTOR, now).await {
         Ok(executed) => {
             let (Some(&seq), Some(sent)) = (executed.appended.last(), executed.state.sent.as_deref()) else {
                 return Ok(Outcome::AlreadyTerminal);
             };
-            // Measured after the append succeeded: the lag a reader of the stream observes.
-            let lag = (Utc::now() - sent.expires_at).to_std().unwrap_or(Duration::ZERO);
-            metrics::record_expired(types, &sent.signal_type, lag);
-            Ok(Outcome::Expired { seq, signal_type: sent.signal_type.clone(), lag })
+            Ok(expired(types, seq, sent.signal_type.clone(), sent.expires_at))
         }
         // The one refusal that means "pending, ask again later" (`bus::signal::decide`).
         Err(bus::Error::Domain(DomainError::Refused("not yet due"))) => Ok(Outcome::NotYetDue),
@@ -50,4 +62,33 @@ pub async fn expire_one(store: &SignalStore, types: &TypeTable, tenant: &str, id
         Err(bus::Error::Domain(DomainError::NotFound)) => Ok(Outcome::NotFound),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The fast path (see the module docs). `None`: not applicable or lost, use the full path.
+async fn fast_path(
+    store: &SignalStore,
+    tenant: &str,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Option<(u64, String, DateTime<Utc>)>> {
+    let subject = store.log().subjects().of(tenant, Entity::Signal(id));
+    let Some(last) = store.log().last_on_subject(&subject).await? else { return Ok(None) };
+    let EventBody::SignalSent(sent) = &last.event.body else { return Ok(None) };
+    let state = SignalState::from_events([&last.event.body]);
+    let Ok(bodies) = decide(&state, &SignalCommand::Expire, now) else { return Ok(None) };
+    let Ok([body]) = <[EventBody; 1]>::try_from(bodies) else { return Ok(None) };
+    let mut event = Event::new(tenant, Some(ACTOR.to_string()), now, body);
+    event.correlation_id = sent.correlation_id.clone();
+    match store.append(&event, Expect::LastSubjectSeq(last.seq)).await {
+        Ok(appended) => Ok(Some((appended.seq, sent.signal_type.clone(), sent.expires_at))),
+        Err(bus::Error::Conflict { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn expired(types: &TypeTable, seq: u64, signal_type: String, expires_at: DateTime<Utc>) -> Outcome {
+    // Measured after the append succeeded: the lag a reader of the stream observes.
+    let lag = (Utc::now() - expires_at).to_std().unwrap_or(Duration::ZERO);
+    metrics::record_expired(types, &signal_type, lag);
+    Outcome::Expired { seq, signal_type, lag }
 }

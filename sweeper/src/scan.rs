@@ -34,6 +34,16 @@ pub struct ScanLimits {
     pub projector_wait: Duration,
 }
 
+/// What one scan did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Scanned {
+    pub counts: Counts,
+    /// `overdue` queries asked.
+    pub pages: u64,
+    /// Times the scan ran ahead of the read models and waited for them to catch up.
+    pub projector_waits: u64,
+}
+
 /// Expires every pending signal the read models list as due, page by page, until a page brings
 /// nothing new. Returns what this scan did (also added to `tally`).
 pub async fn expire_overdue(
@@ -43,7 +53,8 @@ pub async fn expire_overdue(
     limits: &ScanLimits,
     tally: &Arc<Tally>,
     cancel: &CancellationToken,
-) -> Result<Counts> {
+) -> Result<Scanned> {
+    let mut stats = Scanned::default();
     let mine = Arc::new(Tally::default());
     // Ids handed out in this scan. The read models lag our own appends, so a page may list
     // rows we just expired; they are skipped here rather than expired (and refused) twice.
@@ -54,6 +65,7 @@ pub async fn expire_overdue(
         // Asking for more than a page leaves room for rows the projector has not caught up on,
         // so a page of fresh work still comes back while it trails us.
         let rows = queries.overdue(Utc::now(), limits.page.saturating_mul(2)).await?;
+        stats.pages += 1;
         let fresh: Vec<Overdue> =
             rows.iter().filter(|r| seen.insert(r.id)).take(limits.page as usize).cloned().collect();
         if fresh.is_empty() {
@@ -68,6 +80,7 @@ pub async fn expire_overdue(
                 break;
             }
             waited_for = applied_upto;
+            stats.projector_waits += 1;
             continue;
         }
         for row in fresh {
@@ -86,7 +99,8 @@ pub async fn expire_overdue(
         }
     }
     drain(&mut inflight).await?;
-    Ok(mine.read())
+    stats.counts = mine.read();
+    Ok(stats)
 }
 
 /// Pending signals due within `lookahead` of now but not yet due, soonest first, at most `limit`.

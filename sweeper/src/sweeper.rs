@@ -199,7 +199,9 @@ async fn backstop(ctx: Arc<Ctx>, cancel: CancellationToken) -> Result<Vec<projec
         leader: cfg.node.clone(),
     };
     tracing::info!(
-        scan_expired = scanned.expired,
+        scan_expired = scanned.counts.expired,
+        scan_pages = scanned.pages,
+        scan_projector_waits = scanned.projector_waits,
         expired = report.counts.expired,
         lag_seconds_max = report.counts.lag_max.as_secs_f64(),
         lost_races = report.counts.lost,

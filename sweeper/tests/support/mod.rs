@@ -75,6 +75,14 @@ impl Bed {
         Bed { log, models, store, cancel, projector: Some(projector), _dir: dir, nats, db }
     }
 
+    /// The lease a sweeper on this bed uses: local when embedded, the advisory lock otherwise.
+    pub fn lease(&self) -> Lease {
+        match &self.db {
+            Some(db) => Lease::Postgres { database_url: db.url().to_string() },
+            None => Lease::Local,
+        }
+    }
+
     pub fn queries(&self) -> Arc<dyn Queries> {
         Arc::new(self.models.clone())
     }

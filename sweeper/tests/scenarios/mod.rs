@@ -1,0 +1,163 @@
+//! The sweeper scenarios both backends run (`embedded.rs`, `distributed.rs`): on-time expiry,
+//! races with delivery and recall, restart with overdue signals, archival, the status fact.
+//!
+//! Deliberately real time and real backends: the paused-time timer tests live in the crate.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{config, eventually, eventually_some, Bed, TENANT};
+use bus::event::DeliveredVia;
+use bus::signal::SignalCommand;
+use chrono::Utc;
+use futures::StreamExt;
+use projector::queries::Queries;
+use tokio_util::sync::CancellationToken;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+pub async fn on_time(bed: Bed) {
+    let stop = CancellationToken::new();
+    // A long interval: only the timers can make it on time.
+    let sweeper = bed.sweeper(config(MINUTE, "a", bed.lease()), &stop);
+    bed.wait_for_facts(1, Duration::from_secs(10)).await;
+
+    let sent_at = Utc::now();
+    let id = bed.send(sent_at, 1).await;
+    let expires_at = sent_at + chrono::Duration::seconds(1);
+    let started = Instant::now();
+    eventually(Duration::from_secs(3), "the signal expires", || async { bed.expired_at(id).await.is_some() }).await;
+    let observed = started.elapsed();
+    let appended_at = bed.expired_at(id).await.unwrap();
+    let lag = (appended_at - expires_at).to_std().unwrap_or_default();
+    println!("1 s ttl: expired event seen {observed:?} after the send; appended {lag:?} after expires_at");
+    assert!(appended_at >= expires_at, "never before expires_at");
+    assert!(lag < Duration::from_secs(1), "expired {lag:?} after expires_at");
+    assert!(observed < Duration::from_secs(2));
+    assert_eq!(bed.terminal_events(id).await, vec![("signal.expired", "signalbus/sweeper".to_string())]);
+
+    // The read models show it expired too.
+    bed.settle().await;
+    let row = bed.models.signal(TENANT, id).await.unwrap().unwrap();
+    assert!(row.expired_at.is_some() && row.delivered_at.is_none() && row.recalled_at.is_none());
+
+    stop.cancel();
+    sweeper.await.unwrap().unwrap();
+    bed.shutdown().await;
+}
+
+pub async fn races(bed: Bed) {
+    let stop = CancellationToken::new();
+    let sweeper = bed.sweeper(config(Duration::from_millis(300), "a", bed.lease()), &stop);
+    bed.wait_for_facts(1, Duration::from_secs(10)).await;
+
+    let sent_at = Utc::now();
+    let ids = bed.send_many(150, sent_at, 1).await;
+    let expires_at = sent_at + chrono::Duration::seconds(1);
+    // Deliveries and recalls land around expires_at (−100 ms … +100 ms), racing the timers.
+    let racers = futures::stream::iter(ids.iter().enumerate().map(|(i, &id)| {
+        let store = bed.store.clone();
+        async move {
+            let at = expires_at + chrono::Duration::milliseconds((i as i64 % 21) * 10 - 100);
+            let wait = (at - Utc::now()).to_std().unwrap_or_default();
+            tokio::time::sleep(wait).await;
+            let command = if i % 2 == 0 {
+                SignalCommand::Deliver { via: DeliveredVia::Inbox, session_id: None, redeliver: false }
+            } else {
+                SignalCommand::Recall { by: "alice".into() }
+            };
+            let actor = if i % 2 == 0 { "bob" } else { "alice" };
+            let _ = store.execute(TENANT, id, &command, actor, Utc::now()).await;
+        }
+    }))
+    .buffer_unordered(150)
+    .collect::<Vec<()>>();
+    racers.await;
+
+    let mut outcomes = std::collections::BTreeMap::<String, usize>::new();
+    for &id in &ids {
+        let terminal = eventually_some(Duration::from_secs(5), "a terminal event", || async {
+            Some(bed.terminal_events(id).await).filter(|t| !t.is_empty())
+        })
+        .await;
+        assert_eq!(terminal.len(), 1, "signal {id} has {terminal:?}");
+        *outcomes.entry(format!("{} by {}", terminal[0].0, terminal[0].1)).or_default() += 1;
+    }
+    println!("race outcomes: {outcomes:?}");
+    assert!(outcomes.keys().any(|k| k.contains("by signalbus/sweeper")), "the sweeper won some: {outcomes:?}");
+
+    stop.cancel();
+    sweeper.await.unwrap().unwrap();
+    bed.shutdown().await;
+}
+
+pub async fn restart(bed: Bed) {
+    // A first sweeper runs and stops: the restart below starts from its own state of nothing.
+    let first = CancellationToken::new();
+    let handle = bed.sweeper(config(MINUTE, "first", bed.lease()), &first);
+    bed.wait_for_facts(1, Duration::from_secs(10)).await;
+    first.cancel();
+    handle.await.unwrap().unwrap();
+
+    // While no sweeper runs: 300 signals already overdue, 20 due in 2 s.
+    let overdue = bed.send_many(300, Utc::now() - chrono::Duration::hours(2), 60).await;
+    let soon_at = Utc::now();
+    let soon = bed.send_many(20, soon_at, 2).await;
+    bed.settle().await; // in the read models: the restart reaches them through the scan and preload
+
+    let second = CancellationToken::new();
+    let restarted = Instant::now();
+    let handle = bed.sweeper(config(MINUTE, "second", bed.lease()), &second);
+    let facts = bed.wait_for_facts(2, Duration::from_secs(10)).await;
+    println!("restart: first run took {:?}, fact {}", restarted.elapsed(), facts[1]);
+    assert!(facts[1]["expired"].as_u64().unwrap() >= 300, "the startup run expired the backlog: {}", facts[1]);
+    assert_eq!(facts[1]["leader"], "second");
+    for &id in &overdue {
+        assert!(bed.expired_at(id).await.is_some(), "overdue {id} expired at start");
+    }
+    // The soon-due ones were pending at restart and are only in the read models: preload → timers.
+    let expires_at = soon_at + chrono::Duration::seconds(2);
+    tokio::time::sleep((expires_at - Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(1500)).await;
+    for &id in &soon {
+        let at = bed.expired_at(id).await.expect("soon-due signal expired");
+        let lag = (at - expires_at).to_std().unwrap_or_default();
+        assert!(lag < Duration::from_secs(1), "soon-due {id} expired {lag:?} late");
+    }
+    // The status view shows the newest run.
+    bed.settle().await;
+    let state = bed.models.plugin_state(TENANT, sweeper::status::PLUGIN).await.unwrap();
+    assert_eq!(state.state["leader"], "second");
+
+    second.cancel();
+    handle.await.unwrap().unwrap();
+    bed.shutdown().await;
+}
+
+pub async fn archival(bed: Bed) {
+    let ids = bed.send_many(40, Utc::now() - chrono::Duration::hours(1), 60).await;
+    let pending = bed.send(Utc::now(), 3600).await;
+    bed.settle().await;
+    let mut cfg = config(Duration::from_millis(300), "a", bed.lease());
+    cfg.archive_after = Duration::ZERO;
+    cfg.archive_batch = 7; // several batches
+    let stop = CancellationToken::new();
+    let handle = bed.sweeper(cfg, &stop);
+
+    // Run 1 expires them; a later run (once the projector stamped expired_at) archives them.
+    let archived = eventually_some(Duration::from_secs(10), "all 40 archived", || async {
+        let archived: u64 = bed.sweep_facts().await.iter().map(|f| f["archived"].as_u64().unwrap()).sum();
+        Some(archived).filter(|&a| a >= 40)
+    })
+    .await;
+    assert_eq!(archived, 40);
+    for &id in &ids {
+        let row = bed.models.signal(TENANT, id).await.unwrap().expect("archived signal still readable");
+        assert!(row.expired_at.is_some());
+    }
+    assert_eq!(bed.hot_and_history().await, (1, 40), "(signal_queue, signal_history) rows");
+    let row = bed.models.signal(TENANT, pending).await.unwrap().unwrap();
+    assert!(row.expired_at.is_none(), "a pending signal stays hot and pending");
+
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    bed.shutdown().await;
+}
