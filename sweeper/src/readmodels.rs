@@ -13,6 +13,8 @@ impl Archiver for projector::ReadModels {
     async fn archive(&self, older_than: DateTime<Utc>, batch: u32) -> projector::Result<u64> {
         projector::ReadModels::archive(self, older_than, batch).await
     }
-    // History deletion: `ReadModels` has no such operation yet (asked for in issue 5's report),
-    // so the default (nothing) applies until it lands.
+
+    async fn purge_history(&self, older_than: DateTime<Utc>, batch: u32) -> projector::Result<u64> {
+        projector::ReadModels::purge_history(self, older_than, batch).await
+    }
 }

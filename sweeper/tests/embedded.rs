@@ -27,3 +27,8 @@ async fn given_overdue_and_soon_due_signals_when_a_sweeper_restarts_then_it_expi
 async fn given_expired_signals_when_a_run_archives_them_then_they_leave_the_hot_table_and_stay_readable() {
     scenarios::archival(Bed::embedded().await).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_history_past_the_retention_when_a_run_purges_then_it_is_deleted() {
+    scenarios::purge(Bed::embedded().await).await;
+}

@@ -161,3 +161,28 @@ pub async fn archival(bed: Bed) {
     handle.await.unwrap().unwrap();
     bed.shutdown().await;
 }
+
+pub async fn purge(bed: Bed) {
+    let ids = bed.send_many(25, Utc::now() - chrono::Duration::hours(1), 60).await;
+    bed.settle().await;
+    let mut cfg = config(Duration::from_millis(300), "a", bed.lease());
+    cfg.archive_after = Duration::ZERO;
+    cfg.retention = Duration::ZERO;
+    cfg.archive_batch = 10;
+    let stop = CancellationToken::new();
+    let handle = bed.sweeper(cfg, &stop);
+
+    // Expired, then archived, then (history older than the retention) deleted.
+    eventually(Duration::from_secs(10), "all 25 purged", || async {
+        bed.sweep_facts().await.iter().map(|f| f["purged"].as_u64().unwrap()).sum::<u64>() >= 25
+    })
+    .await;
+    assert_eq!(bed.hot_and_history().await, (0, 0));
+    for &id in &ids {
+        assert!(bed.models.signal(TENANT, id).await.unwrap().is_none(), "past retention, {id} is gone");
+        assert_eq!(bed.terminal_events(id).await.len(), 1, "the stream keeps its own retention");
+    }
+    stop.cancel();
+    handle.await.unwrap().unwrap();
+    bed.shutdown().await;
+}
