@@ -108,19 +108,19 @@ async fn killed_mid_batch_then_restarted(env: Env) {
 }
 
 /// Kills the projector's PostgreSQL backends from the outside (as a failover or an operator
-/// would), whatever they are doing.
+/// would), whatever they are doing — only this test's database: tests run in parallel.
 async fn terminate_projector_connections(env: &Env) {
     let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let Ok(pool) = sqlx::PgPool::connect(&url).await else { return };
     let _ = sqlx::query(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
          WHERE application_name = 'signalbus-projector' AND state IN ('active', 'idle in transaction') \
-           AND pid <> pg_backend_pid()",
+           AND pid <> pg_backend_pid() AND datname = $1",
     )
+    .bind(env.pg_name())
     .execute(&pool)
     .await;
     pool.close().await;
-    let _ = env;
 }
 
 async fn rebuild_during_appends_loses_nothing(env: Env) {

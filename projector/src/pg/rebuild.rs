@@ -47,17 +47,47 @@ async fn build_and_swap(
     }
     let mut applied = 0u64;
     let mut events = 0u64;
-    // Bulk of the work, without the lock: the live projector keeps going meanwhile.
-    loop {
-        let mut tx = conn.begin().await?;
-        sqlx::raw_sql(&format!("SET LOCAL search_path TO {scratch}")).execute(&mut *tx).await?;
-        let n = catch_up_chunk(&mut tx, log, &mut applied, stale_after).await?;
-        tx.commit().await?;
-        events += n;
-        if n == 0 {
+    // Bulk of the work, without the lock: the live projector keeps going meanwhile. Reading
+    // and decoding the log costs about as much as applying, so the next page is read while
+    // the current one is applied.
+    let (pages_tx, mut pages) = tokio::sync::mpsc::channel::<Result<Vec<bus::log::Stored>>>(2);
+    let reader_log = log.clone();
+    let reader = tokio::spawn(async move {
+        let mut from = 1;
+        loop {
+            let page = reader_log.read(from, CHUNK).await.map_err(Error::from);
+            let done = match &page {
+                Ok(p) => p.last().map(|s| from = s.seq + 1).is_none(),
+                Err(_) => true,
+            };
+            if pages_tx.send(page).await.is_err() || done {
+                return;
+            }
+        }
+    });
+    while let Some(page) = pages.recv().await {
+        let page = page?;
+        if page.is_empty() {
             break;
         }
+        let batch = Batch::fold(&page);
+        if batch.from_seq != applied + 1 && applied != 0 {
+            return Err(Error::Invariant(format!(
+                "stream gap: expected sequence {} but read {}",
+                applied + 1,
+                batch.from_seq
+            )));
+        }
+        let mut tx = conn.begin().await?;
+        sqlx::raw_sql(&format!("SET LOCAL search_path TO {scratch}")).execute(&mut *tx).await?;
+        if !apply::apply_in(&mut tx, &batch, applied, Utc::now(), stale_after).await? {
+            return Err(Error::Invariant("the scratch checkpoint moved during a rebuild".into()));
+        }
+        tx.commit().await?;
+        applied = batch.to_seq;
+        events += page.len() as u64;
     }
+    reader.abort();
     let mut tx = conn.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITER_LOCK).execute(&mut *tx).await?;
     sqlx::raw_sql(&format!("SET LOCAL search_path TO {scratch}")).execute(&mut *tx).await?;

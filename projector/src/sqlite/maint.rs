@@ -17,7 +17,15 @@ fn id_list(ids: &[String]) -> String {
 }
 
 impl SqliteModels {
+    /// In its own task for the reason given at `SqliteModels::apply`.
     pub async fn archive(&self, older_than: DateTime<Utc>, batch: u32) -> Result<u64> {
+        let this = self.clone();
+        tokio::spawn(async move { this.archive_now(older_than, batch).await })
+            .await
+            .map_err(|e| crate::error::Error::Invariant(format!("embedded archive task failed: {e}")))?
+    }
+
+    async fn archive_now(&self, older_than: DateTime<Utc>, batch: u32) -> Result<u64> {
         let limit = i64::from(batch.max(1));
         let mut total = 0;
         loop {

@@ -83,14 +83,22 @@ impl SqliteModels {
         Ok(seq as u64)
     }
 
+    /// Runs in its own task so that cancelling the caller (an aborted projector) cannot stop it
+    /// between `BEGIN IMMEDIATE` and the point where sqlx knows to roll back: a pooled
+    /// connection left holding SQLite's write lock would stall every later writer.
     pub async fn apply(&self, batch: &Batch, expected: u64, now: DateTime<Utc>, stale_after: Duration) -> Result<bool> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        if !apply::apply_in(&mut tx, batch, expected, now, stale_after).await? {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        tx.commit().await?;
-        Ok(true)
+        let pool = self.pool.clone();
+        let batch = batch.clone();
+        let task = tokio::spawn(async move {
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+            if !apply::apply_in(&mut tx, &batch, expected, now, stale_after).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            tx.commit().await?;
+            Ok(true)
+        });
+        task.await.map_err(|e| Error::Invariant(format!("embedded batch task failed: {e}")))?
     }
 
     pub async fn refresh(&self, now: DateTime<Utc>, stale_after: Duration) -> Result<u64> {

@@ -52,6 +52,11 @@ impl Env {
         Env { models, log, embedded, dir, _models_dir: None, _pg: pg, backend }
     }
 
+    /// The PostgreSQL database name, when the backend is PostgreSQL.
+    pub fn pg_name(&self) -> Option<&str> {
+        self._pg.as_ref().map(|db| db.name())
+    }
+
     /// Appends events in order; returns their sequences.
     pub async fn append_all(&self, events: &[Event]) -> Vec<u64> {
         let mut seqs = Vec::with_capacity(events.len());
