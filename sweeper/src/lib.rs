@@ -1,9 +1,9 @@
 //! The sweeper: every pending signal gets its `signal.expired` event on time, at scale, from
 //! exactly one active sweeper; and the read models stay lean (archival, retention).
 //!
-//! Deliberately decides no expiry itself: `bus::store::SignalStore::execute(Expire)` does, with
-//! the per-signal compare-and-set, so a racing delivery or recall wins cleanly and a signal is
-//! never expired twice. Uses `bus` and `projector` only, never the gateway.
+//! Deliberately decides no expiry itself: the pure rules (`bus::signal::decide`) do, and every
+//! expiry is appended with the per-signal compare-and-set (`bus::store`), so a racing delivery
+//! or recall wins cleanly and a signal is never expired twice. Uses `bus` and `projector` only, never the gateway.
 //!
 //! # How expiry is on time
 //! - **Timers** (`timers`): the leader follows the stream tail; every `signal.sent` due within
@@ -13,9 +13,10 @@
 //! - **Backstop** (`scan`): at leadership start and every `sweep_interval`, the read models'
 //!   expiry index (`Queries::overdue`) is paged through and every due signal expired with
 //!   bounded concurrency (`concurrency` in flight, no per-signal sequential round trips) —
-//!   this covers restarts, fail-over and outage backlogs. The same run loads the signals due
-//!   within the window into the timers (signals further out were not kept: memory stays
-//!   bounded by the window, not by the number of pending signals).
+//!   this covers restarts, fail-over and outage backlogs. An untouched signal (its subject
+//!   holds only the send) costs one O(1) read and one conditional append (`expire`). The same
+//!   run loads the signals due within the window into the timers (signals further out were not
+//!   kept: memory stays bounded by the window, not by the number of pending signals).
 //!
 //! # Several sweepers: the lease
 //! Exactly one sweeper works at a time. Distributed mode (`Lease::Postgres`) uses a PostgreSQL
@@ -28,10 +29,11 @@
 //! (a partition) still cannot double-expire, thanks to the compare-and-set.
 //!
 //! # Retention and status
-//! Each run moves terminal rows older than `archive_after` to `signal_history` and deletes
-//! history older than `retention`, in small batches (`retention`, through `Archiver`), then
-//! records a `sweep_run` fact under plugin `signalbus/sweeper` (tenant `default`) with
-//! `{last_run_at, expired, lag_seconds_max, leader, ..}`. Metrics: `metrics`.
+//! Each run moves settled rows older than `archive_after` to `signal_history` and deletes
+//! history archived longer than `retention` ago, in small batches (`retention`, through
+//! `Archiver`, which `projector::ReadModels` implements), then records a `sweep_run` fact under
+//! plugin `signalbus/sweeper` (tenant `default`) with `{last_run_at, expired, lag_seconds_max,
+//! leader, lost_races, failed, archived, purged, run_seconds}`. Metrics: `metrics`.
 //!
 //! # Layout
 //! - `sweeper`: `Sweeper::run`, the lease loop and the leader's event loop.

@@ -1,7 +1,7 @@
 //! Every metric the sweeper records, in one place, with the names of CONTRACT §11.
 //!
-//! Deliberately does not install an exporter or configure histogram buckets: the binary does
-//! (`EXPIRY_LAG_BUCKETS` is the layout we suggest for the lag histogram).
+//! Deliberately does not install an exporter or choose histogram buckets: the binary does, for
+//! every `*_seconds` histogram at once (`src/telemetry.rs`).
 
 use std::time::Duration;
 
@@ -18,10 +18,6 @@ pub const SWEEPER_LAST_RUN_TIMESTAMP_SECONDS: &str = "signalbus_sweeper_last_run
 pub const SWEEPER_EXPIRY_LAG_SECONDS: &str = "signalbus_sweeper_expiry_lag_seconds";
 /// `signalbus_sweeper_leader` (gauge): 1 while this process holds the lease, else 0.
 pub const SWEEPER_LEADER: &str = "signalbus_sweeper_leader";
-
-/// Bucket bounds for `signalbus_sweeper_expiry_lag_seconds`: fine around the 1 s target, coarse
-/// for the minutes an outage backlog takes.
-pub const EXPIRY_LAG_BUCKETS: &[f64] = &[0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.0, 5.0, 15.0, 60.0, 300.0, 3600.0];
 
 /// One expiry this process appended. `signal_type` folds into `other` outside the table, so a
 /// sender cannot blow up the label set.
