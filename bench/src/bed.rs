@@ -1,0 +1,193 @@
+//! The bus under test: started in this process the way `signalbus serve` wires it (gateway,
+//! projector and sweeper over one event log and one set of read models) — on a private
+//! nats-server plus a fresh PostgreSQL database, or embedded in a temp dir — or an external bus
+//! reached by `--url`.
+//!
+//! Deliberately no tuning beyond the binary's defaults: a benchmark of a specially configured
+//! bus would measure something users do not run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use bus::log::embedded::EmbeddedLog;
+use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
+use bus::log::SharedLog;
+use projector::{Projector, ProjectorConfig, ReadModels};
+use testkit::nats::NatsServer;
+use testkit::TestDb;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// The backends of an in-process bus, without the gateway (sweeper and rebuild scenarios talk
+/// to these directly).
+pub struct Backends {
+    pub log: SharedLog,
+    pub models: ReadModels,
+    /// `nats://…` of the private server (distributed mode only).
+    pub nats_url: Option<String>,
+    pub database_url: Option<String>,
+    pub stop: CancellationToken,
+    _nats: Option<NatsServer>,
+    _db: Option<TestDb>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Backends {
+    pub async fn start(embedded: bool) -> anyhow::Result<Backends> {
+        let stop = CancellationToken::new();
+        if embedded {
+            let dir = tempfile::Builder::new().prefix("signalbus-bench-").tempdir()?;
+            let log: SharedLog = Arc::new(EmbeddedLog::open(dir.path()).await.context("embedded log")?);
+            let models = ReadModels::sqlite(dir.path()).await.context("sqlite read models")?;
+            return Ok(Backends {
+                log,
+                models,
+                nats_url: None,
+                database_url: None,
+                stop,
+                _nats: None,
+                _db: None,
+                _dir: Some(dir),
+            });
+        }
+        let nats = NatsServer::start().await;
+        let db = TestDb::create().await;
+        let log: SharedLog =
+            Arc::new(JetStreamLog::connect(&nats.url(), JetStreamConfig::default()).await.context("jetstream")?);
+        let models = ReadModels::postgres(db.url()).await.context("postgres read models")?;
+        Ok(Backends {
+            log,
+            models,
+            nats_url: Some(nats.url()),
+            database_url: Some(db.url().to_string()),
+            stop,
+            _nats: Some(nats),
+            _db: Some(db),
+            _dir: None,
+        })
+    }
+
+    pub fn spawn_projector(&self) -> JoinHandle<()> {
+        let projector = Projector::new(self.log.clone(), self.models.clone(), ProjectorConfig::default());
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            if let Err(e) = projector.run(stop).await {
+                tracing::error!(error = %e, "projector stopped");
+            }
+        })
+    }
+
+    pub fn sweeper_lease(&self) -> sweeper::Lease {
+        match &self.database_url {
+            Some(url) => sweeper::Lease::Postgres { database_url: url.clone() },
+            None => sweeper::Lease::Local,
+        }
+    }
+
+    pub fn spawn_sweeper(&self, config: sweeper::SweeperConfig) -> JoinHandle<()> {
+        let queries: Arc<dyn projector::Queries> = Arc::new(self.models.clone());
+        let sweeper = sweeper::Sweeper::new(self.log.clone(), queries, self.models.clone(), config);
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            if let Err(e) = sweeper.run(stop).await {
+                tracing::error!(error = %e, "sweeper stopped");
+            }
+        })
+    }
+
+    /// Waits until the read models have applied everything on the stream now.
+    pub async fn settle(&self, timeout: Duration) -> anyhow::Result<()> {
+        use projector::Queries;
+        let last = self.log.last_seq().await?;
+        self.models.wait_for(last, timeout).await.context("projector catch-up")?;
+        Ok(())
+    }
+}
+
+impl Drop for Backends {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Where the workload goes: URLs and the admin token, plus the backends when in-process.
+pub struct Target {
+    pub base: String,
+    pub ws_url: String,
+    pub admin_token: String,
+    /// In-process only: the bus's backends (event counts, raw baseline server) and gateway.
+    pub local: Option<(Backends, gateway::Gateway)>,
+    /// NATS server for the raw baseline (`--nats-url` with `--url`, or the private one).
+    pub nats_url: Option<String>,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Target {
+    /// A bus in this process: gateway on 127.0.0.1:0, projector, sweeper.
+    pub async fn start(embedded: bool) -> anyhow::Result<Target> {
+        let backends = Backends::start(embedded).await?;
+        backends.spawn_projector();
+        backends.spawn_sweeper(sweeper::SweeperConfig { lease: backends.sweeper_lease(), ..Default::default() });
+        let admin_token = format!("bench-admin-{}", uuid::Uuid::new_v4().simple());
+        let config =
+            gateway::GatewayConfig { node: "bench".into(), admin_token: admin_token.clone(), ..Default::default() };
+        let queries: Arc<dyn projector::Queries> = Arc::new(backends.models.clone());
+        let gw = gateway::Gateway::start(backends.log.clone(), queries, config).await.context("gateway start")?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let stop = backends.stop.clone();
+        let server = tokio::spawn(gateway::run(listener, gw.clone(), async move { stop.cancelled().await }));
+        Ok(Target {
+            base: format!("http://{addr}"),
+            ws_url: format!("ws://{addr}/v1/ws"),
+            admin_token,
+            nats_url: backends.nats_url.clone(),
+            local: Some((backends, gw)),
+            server: Some(server),
+        })
+    }
+
+    /// An external bus.
+    pub fn external(url: &str, admin_token: &str, nats_url: Option<String>) -> Target {
+        let base = url.trim_end_matches('/').to_string();
+        let ws = base.replacen("http://", "ws://", 1).replacen("https://", "wss://", 1);
+        Target {
+            ws_url: format!("{ws}/v1/ws"),
+            base,
+            admin_token: admin_token.to_string(),
+            local: None,
+            nats_url,
+            server: None,
+        }
+    }
+
+    pub fn log(&self) -> Option<&SharedLog> {
+        self.local.as_ref().map(|(b, _)| &b.log)
+    }
+
+    /// Events appended to the stream so far: the in-process log's last sequence, or the
+    /// external bus's `signalbus_event_append_seconds_count` from `/metrics`.
+    pub async fn events_so_far(&self, http: &reqwest::Client) -> anyhow::Result<u64> {
+        if let Some(log) = self.log() {
+            return Ok(log.last_seq().await?);
+        }
+        let text = http.get(format!("{}/metrics", self.base)).send().await?.text().await?;
+        let total: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("signalbus_event_append_seconds_count"))
+            .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+            .sum();
+        Ok(total as u64)
+    }
+
+    /// Stops the in-process bus: closes its sessions, then the roles.
+    pub async fn shutdown(mut self) {
+        if let Some((b, _)) = &self.local {
+            b.stop.cancel();
+        }
+        if let Some(s) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(15), s).await;
+        }
+    }
+}

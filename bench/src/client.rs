@@ -1,0 +1,79 @@
+//! Talking to a bus as its users do: registering agents over HTTP with the admin token, and
+//! opening WebSocket sessions (waiting out the moment between registering a token and the
+//! gateway having read it from the stream).
+//!
+//! Deliberately no protocol logic beyond that: what a client does on its socket is the
+//! scenario's business.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::bed::Target;
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A run-unique prefix for identities, so repeated runs against one `--url` bus never collide.
+pub fn run_prefix() -> String {
+    format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
+/// Registers `identities` (16 at a time) and returns their tokens in the same order.
+pub async fn register_all(
+    http: &reqwest::Client,
+    target: &Target,
+    identities: &[String],
+) -> anyhow::Result<Vec<String>> {
+    let calls = identities.iter().map(|id| register(http, target, id));
+    let tokens: Vec<anyhow::Result<String>> = futures::stream::iter(calls).buffered(16).collect().await;
+    tokens.into_iter().collect()
+}
+
+async fn register(http: &reqwest::Client, target: &Target, identity: &str) -> anyhow::Result<String> {
+    let resp = http
+        .post(format!("{}/v1/agents", target.base))
+        .bearer_auth(&target.admin_token)
+        .json(&json!({"tenant": "default", "identity": identity, "kind": "daemon"}))
+        .send()
+        .await
+        .context("POST /v1/agents")?;
+    let status = resp.status();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    if !status.is_success() {
+        bail!("registering {identity}: {status} {body}");
+    }
+    body["token"].as_str().map(str::to_string).context("no token in the registration answer")
+}
+
+/// Opens a session and reads its welcome frame. A fresh token may not be known to the gateway
+/// yet (it learns tokens from the stream), so 401s are retried for a few seconds.
+pub async fn connect(ws_url: &str, token: &str) -> anyhow::Result<Ws> {
+    let url = format!("{ws_url}?token={token}&kind=daemon");
+    let mut delay = Duration::from_millis(20);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio_tungstenite::connect_async(url.as_str()).await {
+            Ok((mut ws, _)) => {
+                let welcome = tokio::time::timeout(Duration::from_secs(10), ws.next())
+                    .await
+                    .context("no welcome frame")?
+                    .context("closed before the welcome frame")??;
+                match welcome {
+                    Message::Text(t) if t.as_str().contains("\"welcome\"") => return Ok(ws),
+                    other => bail!("unexpected first frame {other:?}"),
+                }
+            }
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(error = %e, "connect failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_millis(500));
+            }
+            Err(e) => return Err(e).context("websocket connect"),
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The send → push → ack workload behind `throughput` and `latency`: M sender sessions send
+//! async `StatusUpdate` signals round-robin to N connected (so `available`) recipient sessions,
+//! each payload stamped with its send time; recipients record send→receive latency in
+//! hdrhistogram and ack in batches, as a real daemon would.
+//!
+//! Unpaced (`rate: None`), each sender keeps `window` sends outstanding (throughput). Paced,
+//! sends follow a fixed global schedule and are stamped with their *scheduled* time, so a bus
+//! that falls behind shows up as latency instead of silently lowering the offered rate
+//! (no coordinated omission).
+//!
+//! Deliberately measures only a window after a warm-up, and only signals sent inside it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use futures::{SinkExt, StreamExt};
+use hdrhistogram::Histogram;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use crate::bed::Target;
+use crate::client::{self, Ws};
+use crate::report::latency_histogram;
+
+#[derive(Debug, Clone)]
+pub struct DriveConfig {
+    pub senders: usize,
+    pub recipients: usize,
+    /// Sends outstanding per sender session.
+    pub window: usize,
+    /// Total signals/s across senders; `None`: as fast as the window allows.
+    pub rate: Option<f64>,
+    pub warmup: Duration,
+    pub duration: Duration,
+    /// Encoded JSON payload size per signal.
+    pub payload_bytes: usize,
+}
+
+#[derive(Debug)]
+pub struct DriveResult {
+    /// Signals received by recipients inside the window.
+    pub delivered: u64,
+    /// Send results inside the whole run: accepted, and refused (`ok: false`).
+    pub accepted: u64,
+    pub refused: u64,
+    /// Stream events appended inside the window.
+    pub events: u64,
+    pub latency: Histogram<u64>,
+    pub window: Duration,
+}
+
+#[derive(Default)]
+struct Counters {
+    delivered: AtomicU64,
+    accepted: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// Timeline shared by every task: `base` is t = 0 of the payload stamps.
+#[derive(Clone, Copy)]
+struct Clock {
+    base: Instant,
+    start: Instant,
+    end: Instant,
+}
+
+impl Clock {
+    fn us(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.base).as_micros() as u64
+    }
+    fn in_window(&self, at: Instant) -> bool {
+        at >= self.start && at < self.end
+    }
+}
+
+pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResult> {
+    let http = reqwest::Client::new();
+    let prefix = client::run_prefix();
+    let recipients: Vec<String> = (0..cfg.recipients).map(|i| format!("{prefix}-r{i}")).collect();
+    let senders: Vec<String> = (0..cfg.senders).map(|i| format!("{prefix}-s{i}")).collect();
+    let r_tokens = client::register_all(&http, target, &recipients).await?;
+    let s_tokens = client::register_all(&http, target, &senders).await?;
+    let mut r_ws = Vec::new();
+    for t in &r_tokens {
+        r_ws.push(client::connect(&target.ws_url, t).await?);
+    }
+    let mut s_ws = Vec::new();
+    for t in &s_tokens {
+        s_ws.push(client::connect(&target.ws_url, t).await?);
+    }
+    // Let the session openings and their (empty) startup drains settle before the clock starts.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let base = Instant::now();
+    let start = base + cfg.warmup;
+    let clock = Clock { base, start, end: start + cfg.duration };
+    let counters = Arc::new(Counters::default());
+    let stop = CancellationToken::new();
+    let recipients = Arc::new(recipients);
+    let pad = "x".repeat(cfg.payload_bytes.saturating_sub(r#"{"t":1234567890,"pad":""}"#.len()));
+    let pad: Arc<str> = Arc::from(pad);
+
+    let receivers: Vec<_> =
+        r_ws.into_iter().map(|ws| tokio::spawn(recipient(ws, clock, counters.clone(), stop.clone()))).collect();
+    let senders: Vec<_> = s_ws
+        .into_iter()
+        .enumerate()
+        .map(|(i, ws)| {
+            tokio::spawn(sender(ws, i, cfg.clone(), recipients.clone(), pad.clone(), clock, counters.clone()))
+        })
+        .collect();
+
+    tokio::time::sleep_until(clock.start).await;
+    let events_start = target.events_so_far(&http).await?;
+    tokio::time::sleep_until(clock.end).await;
+    let events_end = target.events_so_far(&http).await?;
+    for s in senders {
+        s.await.context("sender task")?.context("sender")?;
+    }
+    // In-flight signals still arrive and count for latency; nothing after the window counts
+    // as delivered, so this grace only completes the histogram.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.cancel();
+    let mut latency = latency_histogram();
+    for r in receivers {
+        latency.add(r.await.context("recipient task")?.context("recipient")?)?;
+    }
+    Ok(DriveResult {
+        delivered: counters.delivered.load(Ordering::Relaxed),
+        accepted: counters.accepted.load(Ordering::Relaxed),
+        refused: counters.refused.load(Ordering::Relaxed),
+        events: events_end.saturating_sub(events_start),
+        latency,
+        window: cfg.duration,
+    })
+}
+
+async fn sender(
+    ws: Ws,
+    idx: usize,
+    cfg: DriveConfig,
+    recipients: Arc<Vec<String>>,
+    pad: Arc<str>,
+    clock: Clock,
+    counters: Arc<Counters>,
+) -> anyhow::Result<()> {
+    let (mut sink, mut stream) = ws.split();
+    let window = Arc::new(Semaphore::new(cfg.window));
+    let reader = {
+        let window = window.clone();
+        let counters = counters.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(msg)) = stream.next().await {
+                if let Message::Text(t) = msg {
+                    let t = t.as_str();
+                    if t.contains(r#""op":"result""#) {
+                        let c = if t.contains(r#""ok":true"#) { &counters.accepted } else { &counters.refused };
+                        c.fetch_add(1, Ordering::Relaxed);
+                        window.add_permits(1);
+                    }
+                }
+            }
+        })
+    };
+    let m = cfg.senders as u64;
+    let mut k: u64 = 0;
+    loop {
+        let due = match cfg.rate {
+            Some(r) => clock.base + Duration::from_secs_f64((k * m + idx as u64) as f64 / r),
+            None => Instant::now(),
+        };
+        if due >= clock.end {
+            break;
+        }
+        if cfg.rate.is_some() {
+            tokio::time::sleep_until(due).await;
+        }
+        tokio::select! {
+            p = window.acquire() => p?.forget(),
+            _ = tokio::time::sleep_until(clock.end) => break,
+        }
+        // Paced: stamp the scheduled time, so waiting for the window counts as latency.
+        let stamp = if cfg.rate.is_some() { clock.us(due) } else { clock.us(Instant::now()) };
+        let to = &recipients[((k * m + idx as u64) % recipients.len() as u64) as usize];
+        let frame = format!(
+            r#"{{"op":"send","ref":"{k}","to":"{to}","type":"StatusUpdate","payload":{{"t":{stamp},"pad":"{pad}"}}}}"#
+        );
+        sink.send(Message::text(frame)).await.context("send frame")?;
+        k += 1;
+    }
+    // Wait for the outstanding results, so the bus is not mid-send when the next phase starts.
+    let _ = tokio::time::timeout(Duration::from_secs(10), window.acquire_many(cfg.window as u32)).await;
+    let _ = sink.close().await;
+    reader.abort();
+    Ok(())
+}
+
+async fn recipient(
+    ws: Ws,
+    clock: Clock,
+    counters: Arc<Counters>,
+    stop: CancellationToken,
+) -> anyhow::Result<Histogram<u64>> {
+    let (mut sink, mut stream) = ws.split();
+    let mut hist = latency_histogram();
+    let mut acks: Vec<String> = Vec::with_capacity(64);
+    let mut tick = tokio::time::interval(Duration::from_millis(5));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            msg = stream.next() => {
+                let Some(Ok(Message::Text(t))) = msg else {
+                    if matches!(msg, None | Some(Err(_)) | Some(Ok(Message::Close(_)))) { break } else { continue }
+                };
+                if !t.as_str().starts_with(r#"{"op":"signal""#) {
+                    continue;
+                }
+                let now = Instant::now();
+                let v: Value = serde_json::from_str(t.as_str()).context("signal frame")?;
+                let signal = &v["signal"];
+                if let Some(sent_us) = signal["payload"]["t"].as_u64() {
+                    if sent_us >= clock.us(clock.start) && sent_us < clock.us(clock.end) {
+                        hist.record(clock.us(now).saturating_sub(sent_us).max(1))?;
+                    }
+                }
+                if clock.in_window(now) {
+                    counters.delivered.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Some(id) = signal["id"].as_str() {
+                    acks.push(id.to_string());
+                }
+                if acks.len() >= 64 {
+                    flush_acks(&mut sink, &mut acks).await?;
+                }
+            }
+            _ = tick.tick(), if !acks.is_empty() => flush_acks(&mut sink, &mut acks).await?,
+        }
+    }
+    if !acks.is_empty() {
+        flush_acks(&mut sink, &mut acks).await?;
+    }
+    let _ = sink.close().await;
+    Ok(hist)
+}
+
+async fn flush_acks(sink: &mut futures::stream::SplitSink<Ws, Message>, acks: &mut Vec<String>) -> anyhow::Result<()> {
+    let frame = serde_json::json!({"op": "ack", "signal_ids": std::mem::take(acks)}).to_string();
+    sink.send(Message::text(frame)).await.context("ack frame")
+}

@@ -1,0 +1,131 @@
+//! `bench`: reproducible signalbus benchmarks. `cargo run --release -p bench -- <scenario>`
+//! starts its own bus in this process (private nats-server + fresh PostgreSQL database, or
+//! embedded with `--embedded`) or targets `--url`, drives one workload and prints one JSON line
+//! of results followed by a short human summary. Scenarios: throughput, latency, connections,
+//! sweeper, rebuild (see `docs/performance.md`).
+//!
+//! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
+//! never asserted, because a shared machine makes timed assertions flaky.
+
+mod bed;
+mod client;
+mod drive;
+mod raw;
+mod report;
+mod scenario;
+
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Parser;
+use serde_json::json;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "bench", about = "signalbus benchmarks")]
+pub struct Args {
+    /// throughput | latency | connections | sweeper | rebuild
+    pub scenario: String,
+    /// Measurement window.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Traffic before the window that is not measured.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+    /// Target an external bus instead of starting one (throughput, latency, connections).
+    #[arg(long)]
+    pub url: Option<String>,
+    #[arg(long, env = "SIGNALBUS_ADMIN_TOKEN")]
+    pub admin_token: Option<String>,
+    /// With `--url`: the bus's NATS, for the raw baseline of `throughput`.
+    #[arg(long)]
+    pub nats_url: Option<String>,
+    /// With `--url`: the bus process, for the RSS of `connections`.
+    #[arg(long)]
+    pub bus_pid: Option<u32>,
+    /// Run the bus embedded (SQLite) instead of on NATS + PostgreSQL.
+    #[arg(long)]
+    pub embedded: bool,
+    /// `throughput`: run distributed, then embedded, and report embedded ÷ distributed.
+    #[arg(long)]
+    pub compare_embedded: bool,
+    /// Sender sessions.
+    #[arg(long, default_value_t = 16)]
+    pub senders: usize,
+    /// Recipient sessions.
+    #[arg(long, default_value_t = 16)]
+    pub recipients: usize,
+    /// Sends outstanding per sender session (throughput).
+    #[arg(long, default_value_t = 8)]
+    pub window: usize,
+    /// Offered signals/s (latency).
+    #[arg(long, default_value_t = 5000.0)]
+    pub rate: f64,
+    /// Encoded JSON payload bytes per signal.
+    #[arg(long, default_value_t = 256)]
+    pub payload_bytes: usize,
+    /// Publish acks outstanding in the raw JetStream baseline.
+    #[arg(long, default_value_t = 256)]
+    pub raw_window: usize,
+    /// Idle sessions (connections).
+    #[arg(long, default_value_t = 10_000)]
+    pub sessions: usize,
+    /// Signals (sweeper) or events (rebuild).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub count: usize,
+    /// Concurrent appends while preparing sweeper and rebuild data.
+    #[arg(long, default_value_t = 256)]
+    pub append_concurrency: usize,
+    /// Internal: the child process of `connections` that holds the sessions.
+    #[arg(long, hide = true)]
+    pub tokens_file: Option<std::path::PathBuf>,
+    #[arg(long, hide = true)]
+    pub ws_url: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    // 10,000 sessions need 10,000 descriptors on each side; the hard limit is the ceiling.
+    if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
+        eprintln!("bench: cannot raise the open-files limit: {e}");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    if args.scenario == "_hold" {
+        return scenario::connections::hold(&args).await;
+    }
+    let load_before = report::loadavg();
+    let outcome = match args.scenario.as_str() {
+        "throughput" => scenario::traffic::throughput(&args).await?,
+        "latency" => scenario::traffic::latency(&args).await?,
+        "connections" => scenario::connections::run(&args).await?,
+        "sweeper" => scenario::sweeper::run(&args).await?,
+        "rebuild" => scenario::rebuild::run(&args).await?,
+        other => bail!("unknown scenario {other:?}: throughput, latency, connections, sweeper or rebuild"),
+    };
+    let params = json!({
+        "duration_s": args.duration.as_secs_f64(),
+        "warmup_s": args.warmup.as_secs_f64(),
+        "senders": args.senders,
+        "recipients": args.recipients,
+        "window": args.window,
+        "rate": args.rate,
+        "payload_bytes": args.payload_bytes,
+        "sessions": args.sessions,
+        "count": args.count,
+        "embedded": args.embedded,
+        "compare_embedded": args.compare_embedded,
+        "url": args.url,
+    });
+    report::print(&args.scenario, params, report::machine(load_before), &outcome);
+    Ok(())
+}

@@ -1,0 +1,8 @@
+//! One module per scenario family; each returns a `report::Outcome`.
+//!
+//! Deliberately nothing shared here: shared pieces live in `bed`, `client`, `drive`, `raw`.
+
+pub mod connections;
+pub mod rebuild;
+pub mod sweeper;
+pub mod traffic;

@@ -1,0 +1,123 @@
+//! `rebuild`: the projector rebuilding every read model in PostgreSQL from `--count` events
+//! (default 1,000,000) on JetStream, in events/s, beside two numbers from the same run: reading
+//! the log alone, and the baseline — a plain multi-row INSERT of the very rows the rebuild
+//! produced into the same (emptied) tables.
+//!
+//! The events come from the projector's own benchmark workload (`projector/tests/support`,
+//! compiled in here unchanged), so both benchmarks fold the same mix of sends, deliveries,
+//! acks, expiries, recalls, sessions and facts. Deliberately does not reimplement it.
+
+#[path = "../../../projector/tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use bus::log::Expect;
+use futures::StreamExt;
+use serde_json::json;
+use sqlx::Connection;
+
+use crate::bed::Backends;
+use crate::report::{per_sec, round, Outcome};
+use crate::Args;
+
+/// The read-model tables a rebuild writes (CONTRACT §10), checkpoints aside.
+const TABLES: [&str; 7] =
+    ["signal_queue", "signal_history", "agents", "agent_sessions", "recipient_state", "plugin_facts", "plugin_state"];
+
+/// Rows per INSERT in the baseline: the size of a projector batch.
+const BASELINE_ROWS: usize = 1_000;
+
+pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
+    if args.url.is_some() || args.embedded {
+        bail!("rebuild measures JetStream → PostgreSQL on its own backends; no --url or --embedded");
+    }
+    let n = args.count;
+    let b = Backends::start(false).await?;
+    let db_url = b.database_url.clone().context("distributed backends have a database")?;
+
+    let t = Instant::now();
+    let mut workload = support::workload::Workload::new(1);
+    let mut left = n;
+    while left > 0 {
+        let events = workload.events(left.min(10_000));
+        left -= events.len();
+        let appended: Vec<bus::Result<_>> = futures::stream::iter(events.iter().map(|e| b.log.append(e, Expect::Any)))
+            .buffered(args.append_concurrency)
+            .collect()
+            .await;
+        for a in appended {
+            a.context("append")?;
+        }
+    }
+    let append = t.elapsed();
+    eprintln!("bench: appended {n} events in {append:?}; reading them back");
+
+    let t = Instant::now();
+    let mut from = 1;
+    loop {
+        let page = b.log.read(from, 5_000).await?;
+        let Some(last) = page.last() else { break };
+        from = last.seq + 1;
+    }
+    let read = t.elapsed();
+
+    let report = projector::rebuild(&b.log, &b.models).await.context("rebuild")?;
+    let rebuild_eps = report.events_per_second();
+    let (rows, baseline) = baseline(&db_url).await?;
+    let baseline_eps = n as f64 / baseline.as_secs_f64().max(1e-9);
+    let ratio = round(rebuild_eps / baseline_eps, 3);
+
+    let results = json!({
+        "events": report.events,
+        "rows": rows,
+        "rebuild_seconds": round(report.elapsed.as_secs_f64(), 2),
+        "rebuild_events_per_s": round(rebuild_eps, 1),
+        "log_read_events_per_s": per_sec(n as u64, read),
+        "append_events_per_s": per_sec(n as u64, append),
+        "baseline_insert_seconds": round(baseline.as_secs_f64(), 2),
+        "baseline_rows_per_s": per_sec(rows, baseline),
+        "baseline_events_per_s": round(baseline_eps, 1),
+        "ratio": ratio,
+    });
+    let summary = vec![
+        format!(
+            "rebuild: {} events in {:.1} s = {:.0} events/s (target ≥ 50,000); reading the log alone {:.0} events/s",
+            report.events,
+            report.elapsed.as_secs_f64(),
+            rebuild_eps,
+            n as f64 / read.as_secs_f64()
+        ),
+        format!(
+            "baseline: {rows} final rows by multi-row INSERT in {:.1} s = {baseline_eps:.0} events/s equivalent → ratio {ratio} (target ≥ 0.5)",
+            baseline.as_secs_f64()
+        ),
+    ];
+    Ok(Outcome { results, summary })
+}
+
+/// Reads every row the rebuild produced, empties the tables, and times inserting the rows back
+/// `BASELINE_ROWS` at a time (`json_populate_recordset`, one statement and commit per chunk).
+async fn baseline(db_url: &str) -> anyhow::Result<(u64, Duration)> {
+    let mut conn = sqlx::PgConnection::connect(db_url).await?;
+    let mut tables = Vec::new();
+    for table in TABLES {
+        let rows: Vec<String> = sqlx::query_scalar(&format!("SELECT row_to_json(t)::text FROM {table} t"))
+            .fetch_all(&mut conn)
+            .await
+            .with_context(|| format!("read {table}"))?;
+        tables.push((table, rows));
+    }
+    sqlx::raw_sql(&format!("TRUNCATE {}", TABLES.join(", "))).execute(&mut conn).await?;
+    let mut rows = 0u64;
+    let started = Instant::now();
+    for (table, all) in &tables {
+        let sql = format!("INSERT INTO {table} SELECT * FROM json_populate_recordset(NULL::{table}, $1::json)");
+        for chunk in all.chunks(BASELINE_ROWS) {
+            let array = format!("[{}]", chunk.join(","));
+            rows += sqlx::query(&sql).bind(array).execute(&mut conn).await?.rows_affected();
+        }
+    }
+    Ok((rows, started.elapsed()))
+}

@@ -1,0 +1,133 @@
+//! `throughput` and `latency`: the send → push → ack workload (`drive`) against one bus, with
+//! the raw JetStream baseline for `throughput` and the embedded-vs-distributed comparison.
+//!
+//! Deliberately just orchestration and arithmetic: the workload lives in `drive.rs`, the
+//! baseline in `raw.rs`, the bus in `bed.rs`.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::bed::Target;
+use crate::drive::{self, DriveConfig};
+use crate::report::{latency_json, per_sec, round, Outcome};
+use crate::{raw, Args};
+
+/// The stream the bus writes (bus's `JetStreamConfig::default`).
+const BUS_STREAM: &str = "SIGNALBUS";
+
+struct ModeRun {
+    json: Value,
+    events_per_s: f64,
+    summary: String,
+}
+
+async fn target(args: &Args, embedded: bool) -> anyhow::Result<Target> {
+    Ok(match &args.url {
+        Some(url) => Target::external(url, args.admin_token.as_deref().unwrap_or_default(), args.nats_url.clone()),
+        None => Target::start(embedded).await?,
+    })
+}
+
+async fn one_mode(args: &Args, cfg: &DriveConfig, embedded: bool, with_raw: bool) -> anyhow::Result<ModeRun> {
+    let mode = if args.url.is_some() {
+        "external"
+    } else if embedded {
+        "embedded"
+    } else {
+        "distributed"
+    };
+    let target = target(args, embedded).await?;
+    let before = match (&target.nats_url, embedded) {
+        (Some(url), false) => Some(raw::stream_totals(url, BUS_STREAM).await?),
+        _ => None,
+    };
+    let r = drive::run(&target, cfg).await?;
+    let delivered_per_s = per_sec(r.delivered, r.window);
+    let events_per_s = per_sec(r.events, r.window);
+    let mut json = json!({
+        "mode": mode,
+        "delivered": r.delivered,
+        "delivered_per_s": delivered_per_s,
+        "events": r.events,
+        "events_per_s": events_per_s,
+        "sends_accepted": r.accepted,
+        "sends_refused": r.refused,
+        "latency": latency_json(&r.latency),
+    });
+    let lat = &json["latency"];
+    let mut summary = format!(
+        "{mode}: {delivered_per_s} signals/s delivered, {events_per_s} events/s; send→receive p50 {} ms, p99 {} ms, p999 {} ms",
+        lat["p50_ms"], lat["p99_ms"], lat["p999_ms"]
+    );
+    if let Some((b, _)) = &target.local {
+        // The projector must not compete with the baseline for the CPU.
+        b.settle(Duration::from_secs(120)).await?;
+    }
+    if let (true, Some(url), Some((msgs0, bytes0))) = (with_raw, &target.nats_url, before) {
+        let (msgs1, bytes1) = raw::stream_totals(url, BUS_STREAM).await?;
+        let size = ((bytes1 - bytes0) / (msgs1 - msgs0).max(1)) as usize;
+        let raw_for = cfg.duration.min(Duration::from_secs(10));
+        let base = raw::publish_rate(url, size, raw_for, args.raw_window).await?;
+        let raw_per_s = round(base.per_sec(), 1);
+        let ratio = round(events_per_s / raw_per_s, 3);
+        json["raw"] = json!({
+            "events_per_s": raw_per_s,
+            "message_bytes": size,
+            "window": args.raw_window,
+            "seconds": round(base.elapsed.as_secs_f64(), 2),
+        });
+        json["ratio"] = json!(ratio);
+        summary += &format!("\n  raw JetStream: {raw_per_s} events/s of {size} B → ratio {ratio} (target ≥ 0.4)");
+    }
+    target.shutdown().await;
+    Ok(ModeRun { json, events_per_s, summary })
+}
+
+fn drive_config(args: &Args, rate: Option<f64>) -> DriveConfig {
+    DriveConfig {
+        senders: args.senders,
+        recipients: args.recipients,
+        window: if rate.is_some() { 1024 } else { args.window },
+        rate,
+        warmup: args.warmup,
+        duration: args.duration,
+        payload_bytes: args.payload_bytes,
+    }
+}
+
+pub async fn throughput(args: &Args) -> anyhow::Result<Outcome> {
+    let cfg = drive_config(args, None);
+    let mut results = json!({});
+    let mut summary = Vec::new();
+    let run_distributed = !args.embedded || args.compare_embedded;
+    let run_embedded = args.embedded || args.compare_embedded;
+    let mut dist_eps = None;
+    if run_distributed {
+        let d = one_mode(args, &cfg, false, true).await?;
+        results["ratio"] = d.json["ratio"].clone();
+        results["distributed"] = d.json;
+        dist_eps = Some(d.events_per_s);
+        summary.push(d.summary);
+    }
+    if run_embedded {
+        let e = one_mode(args, &cfg, true, false).await?;
+        results["embedded"] = e.json;
+        summary.push(e.summary);
+        if let Some(d) = dist_eps {
+            let r = round(e.events_per_s / d, 3);
+            results["embedded_ratio"] = json!(r);
+            summary.push(format!("embedded ÷ distributed events/s: {r} (target ≥ 0.5)"));
+        }
+    }
+    Ok(Outcome { results, summary })
+}
+
+pub async fn latency(args: &Args) -> anyhow::Result<Outcome> {
+    let cfg = drive_config(args, Some(args.rate));
+    let run = one_mode(args, &cfg, args.embedded, false).await?;
+    let mut results = run.json;
+    results["offered_per_s"] = json!(args.rate);
+    let summary = vec![format!("offered {} signals/s; {} (target p99 ≤ 5 ms)", args.rate, run.summary)];
+    Ok(Outcome { results, summary })
+}
