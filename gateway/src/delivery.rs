@@ -143,6 +143,19 @@ pub fn on_sent(gw: &Gateway, tenant: &str, sent: &SignalSent, seq: u64) {
         if let Some(d) = delay {
             tokio::time::sleep(d).await;
         }
+        // What the session's startup drain covers goes out through the drain, in drain order.
+        let mut target = session.drain_target.subscribe();
+        let wait = gw.config().drain_wait;
+        let known = tokio::select! {
+            r = tokio::time::timeout(wait, target.wait_for(Option::is_some)) => match r {
+                Ok(Ok(t)) => *t,
+                _ => None,
+            },
+            _ = session.closing().cancelled() => return,
+        };
+        if known.is_some_and(|t| seq <= t) {
+            return;
+        }
         let fresh = Fresh { sent: &sent, seq };
         if let Err(e) = deliver_to(&gw, &session, sent.signal_id, Some(fresh), DeliveredVia::WsPush, false).await {
             tracing::warn!(error = %e, signal_id = %sent.signal_id, "push failed; the signal stays pending");
@@ -155,7 +168,14 @@ pub fn on_sent(gw: &Gateway, tenant: &str, sent: &SignalSent, seq: u64) {
 /// not missed), then delivers what is drainable in `priority DESC, created_at ASC` order.
 /// Anything sent after that position reaches the session through the tail push instead.
 pub async fn startup_drain(gw: Gateway, session: Arc<SessionHandle>) {
-    if let Err(e) = drain(&gw, &session).await {
+    let result = drain(&gw, &session).await;
+    // A drain that failed before knowing its position covers nothing: pushes go ahead.
+    session.drain_target.send_if_modified(|t| {
+        let unset = t.is_none();
+        t.get_or_insert(0);
+        unset
+    });
+    if let Err(e) = result {
         tracing::warn!(error = %e, session_id = %session.id, "startup drain failed; pending signals wait for the next session");
     }
 }
@@ -166,11 +186,17 @@ async fn drain(gw: &Gateway, session: &Arc<SessionHandle>) -> Result<(), crate::
     let mut seen: HashSet<Uuid> = HashSet::new();
     // Each round re-reads after the read models caught up with what the previous one appended,
     // so rows already handed out are not offered again, and a full page means "ask again".
-    for _ in 0..64 {
+    for round in 0..64 {
         let target = gw.log().last_seq().await?;
+        if round == 0 {
+            session.drain_target.send_replace(Some(target));
+        }
         if let Err(e) = queries.wait_for(target, gw.config().drain_wait).await {
             tracing::warn!(error = %e, target, "read models lag; draining what they have");
         }
+        // Presence must have seen the same events: whether a row may be redelivered depends on
+        // whether its delivering session is known to be closed.
+        gw.wait_applied(target, gw.config().drain_wait).await;
         if session.is_closing() {
             return Ok(());
         }

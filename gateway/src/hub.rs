@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use bus::event::SessionKind;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -82,6 +82,9 @@ pub struct SessionHandle {
     /// Text frames waiting for the writer; bounded by `outbound_buffer`.
     pub out: mpsc::Sender<String>,
     pub control: mpsc::UnboundedSender<Control>,
+    /// The stream position the startup drain covers (set once it is known): a live push of an
+    /// older `signal.sent` is left to the drain, which hands such signals out in drain order.
+    pub drain_target: watch::Sender<Option<u64>>,
     closing: CancellationToken,
     reason: Mutex<Option<CloseReason>>,
     last_seen: Mutex<Instant>,
@@ -103,6 +106,7 @@ impl SessionHandle {
             token_hash: agent.token_hash.clone(),
             out,
             control,
+            drain_target: watch::channel(None).0,
             closing: CancellationToken::new(),
             reason: Mutex::new(None),
             last_seen: Mutex::new(Instant::now()),

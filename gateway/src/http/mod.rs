@@ -6,6 +6,7 @@
 
 mod agents;
 mod ops;
+mod plugins;
 mod signals;
 
 use axum::body::Bytes;
@@ -25,6 +26,8 @@ pub fn routes() -> Router<Gateway> {
         .route("/v1/signals", post(signals::send))
         .route("/v1/signals/{id}", get(signals::show))
         .route("/v1/signals/{id}/recall", post(signals::recall))
+        .route("/v1/plugins/{plugin}/facts", post(plugins::record).get(plugins::facts))
+        .route("/v1/plugins/{plugin}/state", get(plugins::state))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
 }

@@ -9,6 +9,7 @@ mod connect_race;
 mod drain;
 mod frames;
 mod identity;
+mod plugins;
 mod prop;
 mod recall;
 mod send_table;

@@ -1,0 +1,120 @@
+//! Plugin facts over HTTP (CONTRACT §8): `POST /v1/plugins/{plugin}/facts`,
+//! `GET /v1/plugins/{plugin}/state`, `GET /v1/plugins/{plugin}/facts?fact_type=&limit=`.
+//!
+//! Deliberately reuses `commands::fact` (ownership, size limit, per-plugin seq) so the HTTP
+//! and WebSocket paths cannot disagree; reads come from the read models.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use bus::names::validate_plugin;
+use serde_json::{json, Value};
+
+use crate::auth::{Authed, Principal};
+use crate::commands;
+use crate::error::ApiError;
+use crate::http::{json_object, only_fields, opt_str};
+use crate::state::Gateway;
+use crate::wire::ts;
+
+/// The bus's own actor name for facts the admin records.
+const ADMIN_ACTOR: &str = "signalbus";
+
+fn tenant_of(gw: &Gateway, principal: &Principal, q: &HashMap<String, String>) -> Result<String, ApiError> {
+    match principal {
+        Principal::Admin => {
+            let t = q.get("tenant").cloned().unwrap_or_else(|| gw.config().tenant_default.clone());
+            bus::names::validate_tenant(&t)?;
+            Ok(t)
+        }
+        Principal::Agent(a) => match q.get("tenant") {
+            Some(t) if *t != a.tenant => Err(ApiError::Forbidden("agents may only use their own tenant".into())),
+            _ => Ok(a.tenant.clone()),
+        },
+    }
+}
+
+pub async fn record(
+    State(gw): State<Gateway>,
+    Authed(principal): Authed,
+    Path(plugin): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant = tenant_of(&gw, &principal, &q)?;
+    let map = json_object(body)?;
+    only_fields(&map, &["fact_type", "state"])?;
+    let fact_type = opt_str(&map, "fact_type")?.ok_or_else(|| ApiError::invalid("fact_type is required"))?;
+    let state = map.get("state").ok_or_else(|| ApiError::invalid("state is required"))?;
+    let seq = match &principal {
+        Principal::Agent(a) => commands::fact(&gw, &tenant, &a.identity, &plugin, fact_type, state).await?,
+        // The admin may record for any plugin; it is checked as the owner of the name itself.
+        Principal::Admin => {
+            validate_plugin(&plugin)?;
+            let owner = plugin.split('/').next().unwrap_or(ADMIN_ACTOR).to_string();
+            commands::fact(&gw, &tenant, &owner, &plugin, fact_type, state).await?
+        }
+    };
+    Ok(Json(json!({ "seq": seq })))
+}
+
+pub async fn state(
+    State(gw): State<Gateway>,
+    Authed(principal): Authed,
+    Path(plugin): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant = tenant_of(&gw, &principal, &q)?;
+    validate_plugin(&plugin)?;
+    consistent_read(&gw).await;
+    let row = gw.queries().plugin_state(&tenant, &plugin).await?;
+    Ok(Json(json!({
+        "plugin": plugin,
+        "state": row.state,
+        "seq": row.seq,
+        "updated_at": row.updated_at.map(ts),
+    })))
+}
+
+pub async fn facts(
+    State(gw): State<Gateway>,
+    Authed(principal): Authed,
+    Path(plugin): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let tenant = tenant_of(&gw, &principal, &q)?;
+    validate_plugin(&plugin)?;
+    let limit = match q.get("limit") {
+        None => 100,
+        Some(l) => l
+            .parse::<u32>()
+            .ok()
+            .filter(|l| (1..=1000).contains(l))
+            .ok_or_else(|| ApiError::invalid("limit must be a whole number between 1 and 1000"))?,
+    };
+    consistent_read(&gw).await;
+    let rows = gw.queries().plugin_facts(&tenant, &plugin, q.get("fact_type").map(String::as_str), limit).await?;
+    let facts: Vec<Value> = rows
+        .into_iter()
+        .map(|f| {
+            json!({
+                "seq": f.seq,
+                "fact_type": f.fact_type,
+                "state": f.state,
+                "recorded_by": f.recorded_by,
+                "created_at": ts(f.created_at),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "facts": facts })))
+}
+
+/// Lets the read models reach the stream's current position (briefly) before reading.
+async fn consistent_read(gw: &Gateway) {
+    if let Ok(seq) = gw.log().last_seq().await {
+        let _ = gw.queries().wait_for(seq, std::time::Duration::from_secs(2)).await;
+    }
+}
