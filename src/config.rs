@@ -44,10 +44,12 @@ mod tests {
     fn overrides_load_from_toml() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
-        std::fs::write(&p, "[types.Deploy]\ndelivery_class = \"sync\"\nttl_seconds = 600\ncategory = \"BLOCKER\"\n").unwrap();
+        std::fs::write(&p, "[types.Deploy]\ndelivery_class = \"sync\"\nttl_seconds = 600\ncategory = \"BLOCKER\"\n")
+            .unwrap();
         let t = load_types(Some(&p)).unwrap();
         assert_eq!(t.get("Deploy").ttl_seconds, 600);
-        std::fs::write(&p, "[types.Bad]\ndelivery_class = \"sometimes\"\nttl_seconds = 1\ncategory = \"INFO\"\n").unwrap();
+        std::fs::write(&p, "[types.Bad]\ndelivery_class = \"sometimes\"\nttl_seconds = 1\ncategory = \"INFO\"\n")
+            .unwrap();
         assert!(load_types(Some(&p)).is_err());
     }
 }

@@ -33,7 +33,10 @@ async fn main() {
         _ => None,
     };
     let code = match (roles, cli.command) {
-        (Some(roles), Command::Serve(args) | Command::Gateway(args) | Command::Projector(args) | Command::Sweeper(args)) => {
+        (
+            Some(roles),
+            Command::Serve(args) | Command::Gateway(args) | Command::Projector(args) | Command::Sweeper(args),
+        ) => {
             telemetry::init_tracing();
             match serve::run(roles, args).await {
                 Ok(()) => 0,

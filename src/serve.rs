@@ -137,9 +137,7 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
         tokio::spawn(gateway::serve_router(listener, router, gw, shutdown))
     } else {
         let router = telemetry::ops_router(log.clone(), queries.clone()).merge(telemetry::metrics_router(metrics));
-        tokio::spawn(async move {
-            axum::serve(listener, router).with_graceful_shutdown(shutdown).await
-        })
+        tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(shutdown).await })
     };
 
     // The first role to fail stops the others: a half-running bus is worse than a stopped one.

@@ -52,7 +52,12 @@ async fn agent(cmd: AgentCmd) -> Outcome {
             };
             let r = call(&conn, Method::GET, &path, None).await.map(|v| {
                 let rows = v.get("agents").and_then(Value::as_array).cloned().unwrap_or_default();
-                print(conn.json, &v, Some(&rows), &["tenant", "identity", "kind", "state", "live_sessions", "last_heartbeat"])
+                print(
+                    conn.json,
+                    &v,
+                    Some(&rows),
+                    &["tenant", "identity", "kind", "state", "live_sessions", "last_heartbeat"],
+                )
             });
             (conn, r)
         }
@@ -159,7 +164,10 @@ async fn doctor(args: DoctorArgs) -> Outcome {
             if ok {
                 Ok(())
             } else {
-                Err(Failure::Bus { status: 200, body: json!({"error": {"code": "doctor", "message": "some checks failed"}}) })
+                Err(Failure::Bus {
+                    status: 200,
+                    body: json!({"error": {"code": "doctor", "message": "some checks failed"}}),
+                })
             }
         }
         Err(e) => Err(e),
