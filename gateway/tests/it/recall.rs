@@ -86,8 +86,9 @@ async fn recall_racing_delivery_has_exactly_one_winner_per_signal() {
         let ids = ids.clone();
         tokio::spawn(async move {
             let mut outcomes = Vec::new();
-            for chunk in ids.chunks(50) {
-                for id in chunk {
+            // From the end, so recalls and the drain (oldest first) meet and contend mid-way.
+            for chunk in ids.rchunks(50) {
+                for id in chunk.iter().rev() {
                     let r = aws.request(json!({"op": "recall", "signal_id": id})).await;
                     outcomes.push((id.clone(), r["result"]["outcome"].as_str().unwrap().to_string()));
                 }
