@@ -130,6 +130,7 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
             admin_token,
             stale_after: args.stale_after,
             types,
+            admin_ops: Some(gateway::ProjectorAdmin::shared(log.clone(), models.clone())),
             ..Default::default()
         };
         let gw = gateway::Gateway::start(log.clone(), queries.clone(), config).await.context("gateway start")?;

@@ -18,8 +18,10 @@ const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
 /// The gateway's router, state included.
 pub fn app(gateway: Gateway) -> Router {
+    let piggyback = axum::middleware::from_fn_with_state(gateway.clone(), crate::piggyback::middleware);
     Router::new()
-        .merge(http::routes())
+        .merge(http::api_routes().route_layer(piggyback))
+        .merge(http::ops_routes())
         .route("/v1/ws", get(ws::upgrade))
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

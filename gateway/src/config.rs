@@ -2,9 +2,12 @@
 //!
 //! Deliberately does not read files or flags: the binary builds a `GatewayConfig`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bus::catalog::TypeTable;
+
+use crate::admin::AdminOps;
 
 /// Everything a gateway process is told at start.
 #[derive(Clone)]
@@ -36,6 +39,9 @@ pub struct GatewayConfig {
     pub push_grace: Duration,
     /// How long `run` waits for sessions to close at shutdown.
     pub shutdown_grace: Duration,
+    /// Rebuild and doctor, when this process can reach the read models' owner (the binary
+    /// wires `admin::ProjectorAdmin::shared`); without it the admin endpoints answer `unavailable`.
+    pub admin_ops: Option<Arc<dyn AdminOps>>,
 }
 
 impl Default for GatewayConfig {
@@ -54,6 +60,7 @@ impl Default for GatewayConfig {
             drain_batch: 500,
             push_grace: Duration::from_millis(250),
             shutdown_grace: Duration::from_secs(10),
+            admin_ops: None,
         }
     }
 }
@@ -76,6 +83,7 @@ impl std::fmt::Debug for GatewayConfig {
             .field("tenant_default", &self.tenant_default)
             .field("outbound_buffer", &self.outbound_buffer)
             .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("admin_ops", &self.admin_ops.is_some())
             .finish_non_exhaustive()
     }
 }

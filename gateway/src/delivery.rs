@@ -68,7 +68,7 @@ pub async fn deliver_to(
             signal_id,
             to: sent.to.clone(),
             via,
-            session_id: Some(session.id),
+            session_id: session.delivery_session(),
             redelivered: false,
         });
         let mut event = Event::new(tenant, Some(actor.clone()), now, body);
@@ -100,7 +100,7 @@ pub async fn deliver_to(
                 .and_then(|d| d.session_id)
                 .is_some_and(|sid| sid != session.id && !gw.presence().is_open(sid));
         let now = Utc::now();
-        let command = SignalCommand::Deliver { via, session_id: Some(session.id), redeliver };
+        let command = SignalCommand::Deliver { via, session_id: session.delivery_session(), redeliver };
         let Ok(bodies) = decide(&state, &command, now) else { return Ok(false) };
         let Some(body) = bodies.into_iter().next() else { return Ok(false) };
         let redelivered = matches!(&body, EventBody::SignalDelivered(d) if d.redelivered);

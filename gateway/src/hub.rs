@@ -85,6 +85,9 @@ pub struct SessionHandle {
     /// The stream position the startup drain covers (set once it is known): a live push of an
     /// older `signal.sent` is left to the drain, which hands such signals out in drain order.
     pub drain_target: watch::Sender<Option<u64>>,
+    /// Whether deliveries name this session (`false` for `GET /v1/inbox?drain=true`, which
+    /// hands signals to the caller rather than to a session).
+    names_session: bool,
     closing: CancellationToken,
     reason: Mutex<Option<CloseReason>>,
     last_seen: Mutex<Instant>,
@@ -107,10 +110,32 @@ impl SessionHandle {
             out,
             control,
             drain_target: watch::channel(None).0,
+            names_session: true,
             closing: CancellationToken::new(),
             reason: Mutex::new(None),
             last_seen: Mutex::new(Instant::now()),
         }
+    }
+
+    /// A handle that collects frames instead of feeding a socket: HTTP drains (piggyback,
+    /// inbox) deliver through the same compare-and-set as a push, then read what was queued.
+    pub fn collector(
+        id: Uuid,
+        agent: &crate::auth::Agent,
+        kind: SessionKind,
+        capacity: usize,
+        names_session: bool,
+    ) -> (Arc<Self>, mpsc::Receiver<String>) {
+        let (out, rx) = mpsc::channel(capacity.max(1));
+        let (control, _) = mpsc::unbounded_channel();
+        let mut handle = Self::new(id, agent, kind, out, control);
+        handle.names_session = names_session;
+        (Arc::new(handle), rx)
+    }
+
+    /// The session id a delivery to this handle records.
+    pub fn delivery_session(&self) -> Option<Uuid> {
+        self.names_session.then_some(self.id)
     }
 
     /// Asks the session to close; the first reason given is the one recorded.

@@ -15,6 +15,11 @@
 //! - `hub`: the sessions this process holds, and how to reach or close them.
 //! - `follower`: the stream tail that feeds registry and presence and triggers pushes.
 //! - `delivery`: compare-and-set delivery to one session, live push, startup drain.
+//! - `piggyback`: HTTP-only sessions, the HTTP drain, the `X-Signalbus-Session` middleware.
+//! - `reaper`: closes silent piggyback sessions and the ws sessions of dead nodes (any node,
+//!   one winner per session by compare-and-set).
+//! - `admin`: the optional rebuild/doctor hook (`AdminOps`, `ProjectorAdmin`).
+//! - `openapi`: the OpenAPI 3.1 document served at `/openapi.json`.
 //! - `send`, `commands`: the send flow, recall, ack and plugin facts, shared by HTTP and WS.
 //! - `wire`: JSON shapes in and out (requests, responses, push frames, rows).
 //! - `ws/`: the WebSocket protocol (frames, session loop, writer, dispatcher).
@@ -22,6 +27,7 @@
 //! - `error`: the one error type, with CONTRACT §8 codes and statuses.
 //! - `metrics`: the CONTRACT §11 series this crate records.
 
+pub mod admin;
 mod app;
 pub mod auth;
 mod commands;
@@ -32,13 +38,17 @@ mod follower;
 mod http;
 mod hub;
 pub mod metrics;
+pub mod openapi;
+mod piggyback;
 mod presence;
+mod reaper;
 mod registry;
 mod send;
 mod state;
 pub mod wire;
 pub mod ws;
 
+pub use admin::{AdminOps, ProjectorAdmin};
 pub use app::{app, run, serve_router};
 pub use config::GatewayConfig;
 pub use error::ApiError;

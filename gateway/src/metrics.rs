@@ -66,3 +66,8 @@ pub fn session_closed(kind: SessionKind, surface: Surface, reason: &'static str)
     metrics::gauge!(SESSIONS, "kind" => kind.as_str(), "surface" => surface.as_str()).decrement(1.0);
     metrics::counter!(DISCONNECTS_TOTAL, "reason" => reason).increment(1);
 }
+
+/// A session closed by a node that did not hold it (its holder is gone, and so is its gauge).
+pub fn disconnected(reason: &'static str) {
+    metrics::counter!(DISCONNECTS_TOTAL, "reason" => reason).increment(1);
+}

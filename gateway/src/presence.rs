@@ -106,6 +106,17 @@ impl Presence {
         self.inner.read().unwrap().sessions.contains_key(&id)
     }
 
+    /// One open session, as presence knows it.
+    pub fn get(&self, id: Uuid) -> Option<Entry> {
+        self.inner.read().unwrap().sessions.get(&id).cloned()
+    }
+
+    /// Every open session whose newest heartbeat is not newer than `before`, on any node.
+    pub fn silent_since(&self, before: DateTime<Utc>) -> Vec<(Uuid, Entry)> {
+        let inner = self.inner.read().unwrap();
+        inner.sessions.iter().filter(|(_, e)| e.last_heartbeat <= before).map(|(id, e)| (*id, e.clone())).collect()
+    }
+
     /// The recipient state of `identity` at `now` (CONTRACT §2).
     pub fn resolve(&self, tenant: &str, identity: &str, now: DateTime<Utc>, stale_after: Duration) -> Resolution {
         let inner = self.inner.read().unwrap();

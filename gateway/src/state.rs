@@ -30,6 +30,7 @@ struct Inner {
     registry: Registry,
     presence: Presence,
     hub: Hub,
+    piggyback: crate::piggyback::Tracker,
     /// Cancelled when the process stops accepting work: sessions close, the tail stops.
     shutdown: CancellationToken,
     /// Every session task and background task, so `run` can wait for them.
@@ -62,6 +63,7 @@ impl Gateway {
                 registry: Registry::default(),
                 presence: Presence::default(),
                 hub: Hub::default(),
+                piggyback: Default::default(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 applied,
@@ -74,6 +76,7 @@ impl Gateway {
             gw.inner.shutdown.cancel();
             return Err(StartError::CatchUp(target));
         }
+        crate::reaper::spawn(gw.clone());
         tracing::info!(node = %gw.config().node, seq = target, "gateway caught up with the stream");
         Ok(gw)
     }
@@ -98,6 +101,9 @@ impl Gateway {
     }
     pub(crate) fn hub(&self) -> &Hub {
         &self.inner.hub
+    }
+    pub(crate) fn piggyback(&self) -> &crate::piggyback::Tracker {
+        &self.inner.piggyback
     }
     pub(crate) fn shutdown_token(&self) -> &CancellationToken {
         &self.inner.shutdown

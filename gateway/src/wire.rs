@@ -132,6 +132,25 @@ pub fn signal_frame(s: &SignalSent, redelivered: bool) -> String {
     .to_string()
 }
 
+/// A pending signal as the inbox lists it: the push frame's `signal` object (CONTRACT §5),
+/// built from its row; `redelivered` when it was handed out before and never acked.
+pub fn row_signal(r: &SignalRow) -> Value {
+    json!({
+        "id": r.id,
+        "from": r.from_identity,
+        "to": r.to_identity,
+        "type": r.signal_type,
+        "category": r.category,
+        "priority": r.priority,
+        "payload": r.payload,
+        "delivery_class": r.delivery_class,
+        "created_at": ts(r.created_at),
+        "expires_at": r.expires_at.map(ts),
+        "correlation_id": r.correlation_id,
+        "redelivered": r.delivered_at.is_some(),
+    })
+}
+
 /// A signal's row with the CONTRACT §10 columns.
 pub fn row_json(r: &SignalRow) -> Value {
     let t = |v: Option<DateTime<Utc>>| v.map(ts);

@@ -29,6 +29,9 @@ fn tenant_or_default(gw: &Gateway, tenant: Option<&str>) -> Result<String, ApiEr
     Ok(tenant)
 }
 
+/// Registers an agent and answers its token, once.
+#[utoipa::path(post, path = "/v1/agents", tag = "agents", request_body = crate::openapi::schemas::RegisterRequest,
+    responses((status = 200, description = "registered", body = crate::openapi::schemas::AgentToken)))]
 pub async fn register(
     State(gw): State<Gateway>,
     _admin: AdminAuth,
@@ -66,6 +69,10 @@ pub async fn register(
     Ok(Json(json!({ "tenant": tenant, "identity": identity, "token": token })))
 }
 
+/// Rotates an agent's token: the old one stops working at once and its sessions close.
+#[utoipa::path(post, path = "/v1/agents/{identity}/token", tag = "agents",
+    params(("identity" = String, Path), ("tenant" = Option<String>, Query, description = "default `default`")),
+    responses((status = 200, description = "the new token", body = crate::openapi::schemas::AgentToken)))]
 pub async fn rotate(
     State(gw): State<Gateway>,
     _admin: AdminAuth,
@@ -89,6 +96,10 @@ pub async fn rotate(
     Ok(Json(json!({ "tenant": tenant, "identity": identity, "token": token })))
 }
 
+/// The roster with recipient state: an agent's own tenant; the admin's `?tenant=`.
+#[utoipa::path(get, path = "/v1/agents", tag = "agents",
+    params(("tenant" = Option<String>, Query)),
+    responses((status = 200, description = "the roster", body = crate::openapi::schemas::AgentList)))]
 pub async fn list(
     State(gw): State<Gateway>,
     Authed(principal): Authed,

@@ -4,32 +4,61 @@
 //! handlers live in their own file so new areas (sessions, inbox, plugins, OpenAPI) are added
 //! beside them without touching these.
 
-mod agents;
-mod ops;
-mod plugins;
-mod signals;
+pub(crate) mod admin;
+pub(crate) mod agents;
+pub(crate) mod inbox;
+pub(crate) mod ops;
+pub(crate) mod plugins;
+pub(crate) mod sessions;
+pub(crate) mod signals;
+
+use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 use crate::state::Gateway;
 
-/// Every HTTP route but the WebSocket upgrade.
-pub fn routes() -> Router<Gateway> {
+/// The authenticated API (`/v1/...`): the routes a piggyback session header applies to.
+pub fn api_routes() -> Router<Gateway> {
     Router::new()
         .route("/v1/agents", post(agents::register).get(agents::list))
         .route("/v1/agents/{identity}/token", post(agents::rotate))
-        .route("/v1/signals", post(signals::send))
+        .route("/v1/signals", post(signals::send).get(signals::list))
         .route("/v1/signals/{id}", get(signals::show))
         .route("/v1/signals/{id}/recall", post(signals::recall))
+        .route("/v1/inbox", get(inbox::inbox))
+        .route("/v1/inbox/ack", post(inbox::ack))
+        .route("/v1/sessions", post(sessions::open))
+        .route("/v1/sessions/{id}", delete(sessions::close))
         .route("/v1/plugins/{plugin}/facts", post(plugins::record).get(plugins::facts))
         .route("/v1/plugins/{plugin}/state", get(plugins::state))
+        .route("/v1/admin/rebuild", post(admin::rebuild))
+        .route("/v1/admin/doctor", get(admin::doctor))
+}
+
+/// Operational endpoints anyone may call.
+pub fn ops_routes() -> Router<Gateway> {
+    Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
+        .route("/openapi.json", get(crate::openapi::serve))
+}
+
+/// A `limit` query parameter: 1 to 1000, `default` when absent.
+pub fn limit_param(q: &HashMap<String, String>, default: u32) -> Result<u32, ApiError> {
+    match q.get("limit") {
+        None => Ok(default),
+        Some(l) => l
+            .parse::<u32>()
+            .ok()
+            .filter(|l| (1..=1000).contains(l))
+            .ok_or_else(|| ApiError::invalid("limit must be a whole number between 1 and 1000")),
+    }
 }
 
 /// A request body that must be one JSON object. An empty body counts as `{}`.

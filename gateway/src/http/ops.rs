@@ -10,11 +10,13 @@ use crate::error::ApiError;
 use crate::state::Gateway;
 
 /// The process is up.
+#[utoipa::path(get, path = "/healthz", tag = "ops", responses((status = 200, description = "up", body = crate::openapi::schemas::Status)))]
 pub async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
 /// The stream and the database both answer.
+#[utoipa::path(get, path = "/readyz", tag = "ops", responses((status = 200, description = "ready", body = crate::openapi::schemas::Status)))]
 pub async fn readyz(State(gw): State<Gateway>) -> Result<Json<Value>, ApiError> {
     if let Err(e) = gw.log().ping().await {
         tracing::warn!(error = %e, "readiness: event stream unreachable");

@@ -37,6 +37,11 @@ fn tenant_of(gw: &Gateway, principal: &Principal, q: &HashMap<String, String>) -
     }
 }
 
+/// Appends a plugin fact (owner or admin) and answers its per-plugin `seq`.
+#[utoipa::path(post, path = "/v1/plugins/{plugin}/facts", tag = "plugins",
+    params(("plugin" = String, Path, description = "a `/` inside the name is percent-encoded"), ("tenant" = Option<String>, Query, description = "admin only")),
+    request_body = crate::openapi::schemas::FactRequest,
+    responses((status = 200, description = "recorded", body = crate::openapi::schemas::FactSeq)))]
 pub async fn record(
     State(gw): State<Gateway>,
     Authed(principal): Authed,
@@ -61,6 +66,10 @@ pub async fn record(
     Ok(Json(json!({ "seq": seq })))
 }
 
+/// The compatibility view: the newest fact's state (`{}` and seq 0 without facts).
+#[utoipa::path(get, path = "/v1/plugins/{plugin}/state", tag = "plugins",
+    params(("plugin" = String, Path), ("tenant" = Option<String>, Query, description = "admin only")),
+    responses((status = 200, description = "the state", body = crate::openapi::schemas::PluginState)))]
 pub async fn state(
     State(gw): State<Gateway>,
     Authed(principal): Authed,
@@ -79,6 +88,11 @@ pub async fn state(
     })))
 }
 
+/// A plugin's facts, newest first.
+#[utoipa::path(get, path = "/v1/plugins/{plugin}/facts", tag = "plugins",
+    params(("plugin" = String, Path), ("fact_type" = Option<String>, Query),
+           ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000), ("tenant" = Option<String>, Query, description = "admin only")),
+    responses((status = 200, description = "facts, newest first", body = crate::openapi::schemas::PluginFacts)))]
 pub async fn facts(
     State(gw): State<Gateway>,
     Authed(principal): Authed,

@@ -11,6 +11,7 @@ mod writer;
 
 use std::collections::HashMap;
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Query, State, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -24,10 +25,15 @@ pub async fn upgrade(
     State(gw): State<Gateway>,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     match accept(&gw, &params, &headers) {
         Ok((agent, kind)) => {
+            // A plain GET (no upgrade) gets the JSON error body every other endpoint gives.
+            let Ok(ws) = ws else {
+                return ApiError::invalid("this endpoint needs a websocket upgrade (see docs/protocol.md)")
+                    .into_response();
+            };
             let limit = gw.config().max_frame_bytes;
             let tasks = gw.tasks().clone();
             ws.max_message_size(limit)
