@@ -1,12 +1,15 @@
 //! Reads the Grafana dashboards and provisioning files in `dashboards/` and turns them into
 //! things a test can check: every query with its panel, SQL with Grafana's macros expanded,
-//! PromQL checked against the metric contract, and the provisioning YAML as JSON values.
+//! PromQL checked against the metric contract and against a real `/metrics` scrape, and the
+//! provisioning YAML as JSON values.
 //!
-//! Deliberately does not talk to PostgreSQL, Prometheus or Grafana itself: the tests in
-//! `tests/` do, so this library stays pure and fast to unit-test.
+//! Deliberately does not talk to PostgreSQL, Prometheus, Grafana or a bus itself: the tests in
+//! `tests/` do (they start a real bus), so this library stays pure and fast to unit-test.
 
 pub mod dashboards;
+pub mod exposition;
 pub mod promql;
+pub mod scraped;
 pub mod sql_macros;
 pub mod yaml;
 

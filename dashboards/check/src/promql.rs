@@ -129,15 +129,19 @@ pub struct References {
     pub selectors: Vec<(String, Vec<String>)>,
     /// Labels named in `by (...)`, `without (...)`, `on (...)` and the like.
     pub grouping: BTreeSet<String>,
+    /// Every `label="value"` equality matcher, as (series, label, value): the values a dashboard
+    /// pins, which a real scrape can confirm.
+    pub equalities: Vec<(String, String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Ident(String),
-    Str,
+    /// A string literal's content (escapes kept as written: dashboards pin plain words).
+    Str(String),
     Num,
     Punct(char),
-    Op,
+    Op(String),
 }
 
 fn tokenize(expr: &str) -> Result<Vec<Tok>, String> {
@@ -151,6 +155,7 @@ fn tokenize(expr: &str) -> Result<Vec<Tok>, String> {
         } else if c == '"' || c == '\'' || c == '`' {
             let q = c;
             i += 1;
+            let start = i;
             while i < chars.len() && chars[i] != q {
                 if chars[i] == '\\' && q != '`' {
                     i += 1;
@@ -160,8 +165,8 @@ fn tokenize(expr: &str) -> Result<Vec<Tok>, String> {
             if i >= chars.len() {
                 return Err("unterminated string".into());
             }
+            toks.push(Tok::Str(chars[start..i].iter().collect()));
             i += 1;
-            toks.push(Tok::Str);
         } else if c.is_ascii_alphabetic() || c == '_' || c == ':' {
             let start = i;
             while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':') {
@@ -184,13 +189,14 @@ fn tokenize(expr: &str) -> Result<Vec<Tok>, String> {
             toks.push(Tok::Punct(c));
             i += 1;
         } else if "+-*/%^".contains(c) {
-            toks.push(Tok::Op);
+            toks.push(Tok::Op(c.to_string()));
             i += 1;
         } else if "=!<>~".contains(c) {
+            let start = i;
             while i < chars.len() && "=!<>~".contains(chars[i]) {
                 i += 1;
             }
-            toks.push(Tok::Op);
+            toks.push(Tok::Op(chars[start..i].iter().collect()));
         } else {
             return Err(format!("unexpected character {c:?}"));
         }
@@ -254,7 +260,12 @@ pub fn references(expr: &str) -> Result<References, String> {
                         for matcher in inner.split(|t| *t == Tok::Punct(',')) {
                             match matcher {
                                 [] => {}
-                                [Tok::Ident(l), Tok::Op, Tok::Str] => labels.push(l.clone()),
+                                [Tok::Ident(l), Tok::Op(op), Tok::Str(v)] => {
+                                    labels.push(l.clone());
+                                    if op == "=" {
+                                        refs.equalities.push((word.clone(), l.clone(), v.clone()));
+                                    }
+                                }
                                 other => return Err(format!("bad matcher {other:?} in {word}{{...}}")),
                             }
                         }
@@ -263,7 +274,7 @@ pub fn references(expr: &str) -> Result<References, String> {
                     refs.selectors.push((word.clone(), labels));
                 }
             }
-            Tok::Str | Tok::Num | Tok::Op | Tok::Punct(_) => {}
+            Tok::Str(_) | Tok::Num | Tok::Op(_) | Tok::Punct(_) => {}
         }
         i += 1;
     }
