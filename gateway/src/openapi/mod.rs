@@ -60,7 +60,7 @@ enum Who {
 
 /// (method, path, who, error statuses besides the documented successes).
 const OPERATIONS: &[(&str, &str, Who, &[u16])] = &[
-    ("post", "/v1/agents", Who::Admin, &[400, 401, 403, 409, 413, 500, 503]),
+    ("post", "/v1/agents", Who::Admin, &[400, 401, 403, 404, 409, 413, 500, 503]),
     ("get", "/v1/agents", Who::Authed, &[400, 401, 403, 404, 500, 503]),
     ("post", "/v1/agents/{identity}/token", Who::Admin, &[400, 401, 403, 404, 500, 503]),
     ("post", "/v1/signals", Who::Agent, &[400, 401, 403, 404, 409, 413, 500, 503]),
