@@ -2,8 +2,8 @@
 //! `--database-url` (src/serve.rs): a private JetStream server and a fresh PostgreSQL database,
 //! the projector, the sweeper on the advisory-lock lease, and the gateway's router merged with a
 //! `/metrics` route rendering a Prometheus recorder with the binary's histogram buckets
-//! (src/telemetry.rs). Plus the clients a workload needs: HTTP calls and WebSocket sessions that
-//! either keep reading (so they answer pings and stay live) or never read (so they go stale).
+//! (src/telemetry.rs). Plus the clients a workload needs: HTTP calls (in a piggyback session or not) and WebSocket
+//! sessions that either keep reading (so they answer pings and stay live) or never read (so they go stale).
 //!
 //! Deliberately starts no binary (a non-root crate has no CARGO_BIN_EXE_signalbus) and holds no
 //! assertions about dashboards: `live_workload` drives the bus and checks the panels.
@@ -131,13 +131,29 @@ impl LiveBus {
     }
 
     pub async fn call(&self, method: &str, token: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.call_in(None, method, token, path, body).await
+    }
+
+    /// A call, inside the piggyback session `session` when given (`X-Signalbus-Session`).
+    pub async fn call_in(
+        &self,
+        session: Option<&str>,
+        method: &str,
+        token: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let url = format!("{}{}", self.base, path);
         let mut req = match method {
             "GET" => self.http.get(url),
             "POST" => self.http.post(url),
+            "DELETE" => self.http.delete(url),
             m => panic!("method {m}"),
         };
         req = req.bearer_auth(token);
+        if let Some(s) = session {
+            req = req.header("X-Signalbus-Session", s);
+        }
         if let Some(b) = body {
             req = req.json(&b);
         }

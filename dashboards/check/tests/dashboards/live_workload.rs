@@ -1,6 +1,6 @@
 //! The dashboards against a real bus: a workload through the HTTP and WebSocket API (sync and
 //! async sends to live, stale and offline recipients, bounces, an unknown recipient, live pushes,
-//! a startup drain, acks, every recall outcome, an expiry by the sweeper, daemon and interactive
+//! a piggyback session, an inbox drain, a startup drain, acks, every recall outcome, an expiry by the sweeper, daemon and interactive
 //! sessions opening, going stale and closing) fills PostgreSQL through JetStream and the
 //! projector; then every PostgreSQL panel query runs against that database, and every PromQL
 //! expression is checked against what `/metrics` actually served after the workload.
@@ -26,6 +26,9 @@ use crate::static_checks::promql_expressions;
 /// dashboard's `$stale_after` can be set to the same value, as its description asks.
 const STALE_AFTER: Duration = Duration::from_secs(2);
 
+/// Every `delivered_via` of CONTRACT §5, each of which the workload produces once at least.
+const VIAS: [&str; 4] = ["inbox", "piggyback", "startup_drain", "ws_push"];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_query() {
     let started = Instant::now();
@@ -37,6 +40,8 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     bus.register("dave", "interactive").await;
     let erin = bus.register("erin", "daemon").await;
     let frank = bus.register("frank", "daemon").await;
+    let hal = bus.register("hal", "shim").await;
+    let ivan = bus.register("ivan", "interactive").await;
     let mut bob_ws = bus.connect(&bob, "daemon").await;
     let mut carol_ws = bus.connect(&carol, "interactive").await;
     let mut alice_ws = bus.connect(&alice, "interactive").await;
@@ -77,6 +82,25 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     assert_eq!(v["outcome"], "already_expired", "{v}");
     println!("expired by the sweeper after {:?}", started.elapsed());
 
+    // HTTP-only recipients: hal's piggyback session gets a sync send on its next call's answer;
+    // ivan, with no session at all, drains his inbox.
+    let (s, v) = bus.call("POST", &hal, "/v1/sessions", Some(json!({"kind": "shim"}))).await;
+    assert_eq!(s, 200, "{v}");
+    let hal_session = v["session_id"].as_str().expect("session id").to_string();
+    let (_, question) = bus.send(&alice, json!({"to": "hal", "type": "Question"})).await;
+    assert_eq!(question["publish_path"], "buffered_for_piggyback", "{question}");
+    let (_, v) = bus.call_in(Some(&hal_session), "GET", &hal, "/v1/agents", None).await;
+    assert_eq!(v["signals"][0]["id"], question["signal_id"], "{v}");
+    let ack = json!({"signal_ids": [question["signal_id"]]});
+    let (s, v) = bus.call_in(Some(&hal_session), "POST", &hal, "/v1/inbox/ack", Some(ack)).await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = bus.call("DELETE", &hal, &format!("/v1/sessions/{hal_session}"), None).await;
+    assert_eq!((s, &v["closed"]), (200, &json!(true)), "{v}");
+    let (_, done) = bus.send(&alice, json!({"to": "ivan", "type": "TaskCompleted"})).await;
+    let (s, v) = bus.call("GET", &ivan, "/v1/inbox?drain=true", None).await;
+    assert_eq!(s, 200, "{v}");
+    assert!(v.to_string().contains(done["signal_id"].as_str().expect("id")), "{v}");
+
     // erin's daemon never reads: stale after STALE_AFTER, closed after twice that. Meanwhile
     // frank's daemon opens to a queued signal (startup drain), acks it and goes away.
     let erin_ws = bus.connect_silent(&erin, "daemon").await;
@@ -106,8 +130,9 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     println!("panels queried after {:?}", started.elapsed());
     check_shapes(&ran, "the live workload");
 
-    // The state breakdowns: 4 deliveries (3 pushes, 1 drain), 1 expiry, 1 recall, 1 pending.
-    assert_eq!(single(&ran, "available_now", "available_now"), 4);
+    // The state breakdowns: 6 deliveries (3 pushes, a startup drain, a piggyback, an inbox
+    // drain), 1 expiry, 1 recall, 1 pending.
+    assert_eq!(single(&ran, "available_now", "available_now"), 6);
     assert_eq!(single(&ran, "pending_pickup (transient)", "pending_pickup"), 1);
     assert_eq!(single(&ran, "expired", "expired"), 1);
     assert_eq!(single(&ran, "recalled", "recalled"), 1);
@@ -123,11 +148,14 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     assert_eq!(column(&ran, "pending by publish_path", "publish_path"), ["queued_offline"]);
     assert_eq!(column(&ran, "pending by recipient_state at send", "recipient_state"), ["not_available_offline"]);
 
-    // Time to delivery from rows: both paths this gateway delivers by.
+    // Time to delivery from rows: every delivery path.
     let ttd = find(&ran, "Time to delivery per type and path (rows)");
     let vias: BTreeSet<String> = ttd.rows.iter().map(|row| text(row, "delivered_via")).collect();
-    assert_eq!(vias, ["startup_drain", "ws_push"].map(String::from).into_iter().collect());
-    assert_eq!(ttd.rows.iter().map(|row| int(row, "delivered")).sum::<i64>(), 4);
+    assert_eq!(vias, VIAS.map(String::from).into_iter().collect());
+    assert_eq!(ttd.rows.iter().map(|row| int(row, "delivered")).sum::<i64>(), 6);
+    let p95: BTreeSet<String> =
+        column(&ran, "Time to delivery p95 by delivered_via (rows)", "metric").into_iter().collect();
+    assert_eq!(p95, VIAS.map(String::from).into_iter().collect());
 
     // The daemon cluster: bob attached, erin stale, frank released; carol has no daemon.
     assert_eq!(single(&ran, "daemon sessions", "live"), 1, "bob");
@@ -144,6 +172,8 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
         ("alice", "offline"),
         ("dave", "offline"),
         ("frank", "offline"),
+        ("hal", "offline"),
+        ("ivan", "offline"),
         ("bob", "attached"),
     ];
     assert_eq!(attached, expect.map(|(i, s)| (i.to_string(), s.to_string())).to_vec(), "problems sort first");
@@ -169,12 +199,18 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     for state in ["not_available_stale", "not_available_offline"] {
         assert!(has("signalbus_signals_bounced_total", "recipient_state", state), "bounced at {state}");
     }
-    for via in ["ws_push", "startup_drain"] {
+    for via in VIAS {
         assert!(has("signalbus_time_to_delivery_seconds_bucket", "via", via), "delivered via {via}");
+        assert!(has("signalbus_signals_delivered_total", "via", via), "delivered via {via}");
+    }
+    for path in ["pushed_to_ws", "buffered_for_piggyback", "queued_offline"] {
+        assert!(has("signalbus_signals_sent_total", "publish_path", path), "sent as {path}");
     }
     assert!(has("signalbus_unknown_recipient_rejections_total", "sender", "alice"));
     assert!(has("signalbus_signals_expired_total", "signal_type", "PeerJoined"));
-    assert!(has("signalbus_sessions", "kind", "daemon") && has("signalbus_sessions", "kind", "interactive"));
+    for (label, value) in [("kind", "daemon"), ("kind", "interactive"), ("kind", "shim"), ("surface", "piggyback")] {
+        assert!(has("signalbus_sessions", label, value), "sessions {label}={value}");
+    }
     assert!(has("signalbus_disconnects_total", "reason", "client_closed"));
 
     drop((bob_ws, carol_ws, erin_ws));
