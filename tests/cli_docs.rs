@@ -134,7 +134,10 @@ fn schemathesis_finds_no_server_error_and_no_undocumented_status() {
         .unwrap();
     let body: serde_json::Value = serde_json::from_slice(&register.stdout).expect("registration answered JSON");
     let token = body["token"].as_str().unwrap();
+    // Its working files (.schemathesis/) go to a temp dir, not the checkout.
+    let work = tempfile::tempdir().unwrap();
     let mut run = Command::new("schemathesis")
+        .current_dir(work.path())
         .args(["run", &format!("{}/openapi.json", server.url)])
         .args(["-H", &format!("Authorization: Bearer {token}")])
         .args(["--checks", "not_a_server_error,status_code_conformance"])
