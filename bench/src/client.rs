@@ -57,7 +57,9 @@ pub async fn connect(ws_url: &str, token: &str) -> anyhow::Result<Ws> {
     let mut delay = Duration::from_millis(20);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
-        match tokio_tungstenite::connect_async(url.as_str()).await {
+        // TCP_NODELAY: without it, Nagle holds small frames back waiting for delayed ACKs,
+        // which would be billed to the bus as tens of milliseconds of latency.
+        match tokio_tungstenite::connect_async_with_config(url.as_str(), None, true).await {
             Ok((mut ws, _)) => {
                 let welcome = tokio::time::timeout(Duration::from_secs(10), ws.next())
                     .await

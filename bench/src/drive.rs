@@ -51,6 +51,8 @@ pub struct DriveResult {
     /// Stream events appended inside the window.
     pub events: u64,
     pub latency: Histogram<u64>,
+    /// Send → the sender's `result` frame (the accept path alone, without the push).
+    pub accept_latency: Histogram<u64>,
     pub window: Duration,
 }
 
@@ -119,8 +121,9 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
     let events_start = target.events_so_far(&http).await?;
     tokio::time::sleep_until(clock.end).await;
     let events_end = target.events_so_far(&http).await?;
+    let mut accept_latency = latency_histogram();
     for s in senders {
-        s.await.context("sender task")?.context("sender")?;
+        accept_latency.add(s.await.context("sender task")?.context("sender")?)?;
     }
     // In-flight signals still arrive and count for latency; nothing after the window counts
     // as delivered, so this grace only completes the histogram.
@@ -136,6 +139,7 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         refused: counters.refused.load(Ordering::Relaxed),
         events: events_end.saturating_sub(events_start),
         latency,
+        accept_latency,
         window: cfg.duration,
     })
 }
@@ -148,13 +152,14 @@ async fn sender(
     pad: Arc<str>,
     clock: Clock,
     counters: Arc<Counters>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Histogram<u64>> {
     let (mut sink, mut stream) = ws.split();
     let window = Arc::new(Semaphore::new(cfg.window));
     let reader = {
         let window = window.clone();
         let counters = counters.clone();
         tokio::spawn(async move {
+            let mut accept = latency_histogram();
             while let Some(Ok(msg)) = stream.next().await {
                 if let Message::Text(t) = msg {
                     let t = t.as_str();
@@ -162,9 +167,15 @@ async fn sender(
                         let c = if t.contains(r#""ok":true"#) { &counters.accepted } else { &counters.refused };
                         c.fetch_add(1, Ordering::Relaxed);
                         window.add_permits(1);
+                        if let Some(stamp) = stamp_of_ref(t) {
+                            if stamp >= clock.us(clock.start) && stamp < clock.us(clock.end) {
+                                let _ = accept.record(clock.us(Instant::now()).saturating_sub(stamp).max(1));
+                            }
+                        }
                     }
                 }
             }
+            accept
         })
     };
     let m = cfg.senders as u64;
@@ -188,7 +199,7 @@ async fn sender(
         let stamp = if cfg.rate.is_some() { clock.us(due) } else { clock.us(Instant::now()) };
         let to = &recipients[((k * m + idx as u64) % recipients.len() as u64) as usize];
         let frame = format!(
-            r#"{{"op":"send","ref":"{k}","to":"{to}","type":"StatusUpdate","payload":{{"t":{stamp},"pad":"{pad}"}}}}"#
+            r#"{{"op":"send","ref":"{k}:{stamp}","to":"{to}","type":"StatusUpdate","payload":{{"t":{stamp},"pad":"{pad}"}}}}"#
         );
         sink.send(Message::text(frame)).await.context("send frame")?;
         k += 1;
@@ -196,8 +207,16 @@ async fn sender(
     // Wait for the outstanding results, so the bus is not mid-send when the next phase starts.
     let _ = tokio::time::timeout(Duration::from_secs(10), window.acquire_many(cfg.window as u32)).await;
     let _ = sink.close().await;
-    reader.abort();
-    Ok(())
+    // The bus closes the socket in answer to ours, which ends the reader.
+    let accept = tokio::time::timeout(Duration::from_secs(5), reader).await.ok().and_then(Result::ok);
+    Ok(accept.unwrap_or_else(latency_histogram))
+}
+
+/// The send stamp carried in a result frame's `"ref":"<k>:<stamp>"`.
+fn stamp_of_ref(frame: &str) -> Option<u64> {
+    let rest = &frame[frame.find(r#""ref":""#)? + 7..];
+    let r = &rest[..rest.find('"')?];
+    r.split_once(':')?.1.parse().ok()
 }
 
 async fn recipient(

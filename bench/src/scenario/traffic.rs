@@ -54,11 +54,12 @@ async fn one_mode(args: &Args, cfg: &DriveConfig, embedded: bool, with_raw: bool
         "sends_accepted": r.accepted,
         "sends_refused": r.refused,
         "latency": latency_json(&r.latency),
+        "accept_latency": latency_json(&r.accept_latency),
     });
-    let lat = &json["latency"];
+    let (lat, acc) = (&json["latency"], &json["accept_latency"]);
     let mut summary = format!(
-        "{mode}: {delivered_per_s} signals/s delivered, {events_per_s} events/s; send→receive p50 {} ms, p99 {} ms, p999 {} ms",
-        lat["p50_ms"], lat["p99_ms"], lat["p999_ms"]
+        "{mode}: {delivered_per_s} signals/s delivered, {events_per_s} events/s; send→receive p50 {} ms, p99 {} ms, p999 {} ms (send→result p50 {} ms, p99 {} ms)",
+        lat["p50_ms"], lat["p99_ms"], lat["p999_ms"], acc["p50_ms"], acc["p99_ms"]
     );
     if let Some((b, _)) = &target.local {
         // The projector must not compete with the baseline for the CPU.
