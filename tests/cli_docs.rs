@@ -6,54 +6,12 @@
 //! fails here rather than in a reader's terminal. schemathesis is required, not optional:
 //! without it on PATH the test fails (`pip install schemathesis`).
 
+mod support;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_signalbus");
-const ADMIN: &str = "docs-admin-token";
-
-struct Server {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// `signalbus serve` on a free port; returns once `/readyz` answers 200.
-fn serve() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let child = Command::new(BIN)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--admin-token", ADMIN, "--data-dir"])
-        .arg(dir.path())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    let server = Server { child, url, _dir: dir };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let ready = Command::new("curl").args(["-sf", &format!("{}/readyz", server.url)]).output();
-        if ready.is_ok_and(|o| o.status.success()) {
-            return server;
-        }
-        assert!(Instant::now() < deadline, "signalbus serve did not become ready");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use support::{serve, ADMIN, BIN};
 
 /// The `$ ` commands of docs/cli.md's console blocks, each with its expected exit code.
 fn documented_commands() -> Vec<(String, i32)> {
