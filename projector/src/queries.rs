@@ -66,13 +66,18 @@ pub struct ListSignals {
     pub cursor: Option<(DateTime<Utc>, Uuid)>,
 }
 
-/// A signal the sweeper should expire.
+/// A signal the sweeper should expire, with what its `signal.expired` event needs, so the
+/// sweeper can append it without reading the stream first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overdue {
     pub tenant: String,
     pub id: Uuid,
     pub signal_type: String,
     pub expires_at: DateTime<Utc>,
+    pub correlation_id: Option<String>,
+    /// The stream sequence of the newest event the read model folded into this row: the
+    /// expected subject sequence of a compare-and-set expiry (a newer event makes it fail).
+    pub last_event_seq: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -16,6 +16,12 @@ use crate::models::{Backend, ReadModels};
 /// Events per chunk while rebuilding: bigger than a live batch, since nobody waits on it.
 pub(crate) const CHUNK: usize = 5_000;
 
+/// Events per batch of PostgreSQL's bulk load into the scratch tables. Large enough that most
+/// signals' whole life (sent … acked, spread over thousands of events) falls in one batch, so
+/// their row is inserted complete instead of inserted and updated again; about 50 MB of
+/// decoded events in memory per batch.
+pub(crate) const BULK_CHUNK: usize = 50_000;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RebuildReport {
     /// Events applied into the new model.

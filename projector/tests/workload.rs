@@ -35,6 +35,8 @@ async fn caught_up(env: &Env) {
 /// Live tables, then a rebuild from the stream, must match row for row.
 async fn assert_equals_rebuild(env: &Env) {
     let live = env.models.snapshot().await.unwrap();
+    let indexes = env.pg_indexes().await;
+    assert!(env.backend != "postgres" || indexes.iter().any(|d| d.contains("ix_signal_queue_expires_at")));
     let started = Instant::now();
     let report = projector::rebuild(&env.log, &env.models).await.unwrap();
     let rebuilt = env.models.snapshot().await.unwrap();
@@ -47,6 +49,7 @@ async fn assert_equals_rebuild(env: &Env) {
         rebuilt.rows()
     );
     assert_eq!(live, rebuilt, "{}", live.diff(&rebuilt));
+    assert_eq!(indexes, env.pg_indexes().await, "the rebuilt tables carry the same indexes");
 }
 
 async fn live_equals_rebuild(env: Env) {

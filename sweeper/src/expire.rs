@@ -12,11 +12,19 @@
 //! last — one O(1) read instead of reading the subject to its end (on JetStream: one direct get
 //! instead of two). Anything else, or a lost compare-and-set, falls back to
 //! `SignalStore::execute`, which re-reads and re-decides.
+//!
+//! Faster still (`expire_pending`): when the caller already knows the subject's last sequence
+//! — the scan from the read model's `last_event_seq`, the timers from the `signal.sent` they
+//! saw on the tail — no read at all: one conditional append. It is sound because the only
+//! way that sequence is still the subject's last is that nothing happened to the signal since
+//! a state in which it was pending, and a pending signal past `expires_at` may expire
+//! (`bus::signal::decide`). A stale hint (a delivery, recall or expiry since) fails the
+//! compare-and-set, and only then do we pay for the reads above.
 
 use std::time::Duration;
 
 use bus::catalog::TypeTable;
-use bus::event::{Entity, Event, EventBody};
+use bus::event::{Entity, Event, EventBody, SignalExpired};
 use bus::log::Expect;
 use bus::signal::{decide, SignalCommand, SignalState};
 use bus::store::SignalStore;
@@ -41,6 +49,59 @@ pub enum Outcome {
     AlreadyTerminal,
     /// No such signal on the stream (a bounce, or a read-model row for another stream).
     NotFound,
+}
+
+/// What a caller already knows of a signal it believes pending (from a read-model row or the
+/// `signal.sent` on the tail): enough to write its `signal.expired` without reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub signal_type: String,
+    pub expires_at: DateTime<Utc>,
+    pub correlation_id: Option<String>,
+    /// The subject's last stream sequence as the caller saw it: the compare-and-set's expectation.
+    pub last_seq: u64,
+}
+
+impl From<&projector::queries::Overdue> for Pending {
+    fn from(o: &projector::queries::Overdue) -> Self {
+        Pending {
+            signal_type: o.signal_type.clone(),
+            expires_at: o.expires_at,
+            correlation_id: o.correlation_id.clone(),
+            last_seq: o.last_event_seq,
+        }
+    }
+}
+
+/// Expires `tenant`/`id`, believed pending as `known` says: one conditional append when the
+/// hint is current (see the module docs), `expire_one` when it is not.
+pub async fn expire_pending(
+    store: &SignalStore,
+    types: &TypeTable,
+    tenant: &str,
+    id: Uuid,
+    known: &Pending,
+) -> Result<Outcome> {
+    let now = Utc::now();
+    // `decide`'s own rule for a pending signal (`now >= expires_at`), checked before appending
+    // so a timer that fired a hair early is retried rather than expiring ahead of time.
+    if now < known.expires_at {
+        return Ok(Outcome::NotYetDue);
+    }
+    // Sequence 0 would mean "the subject is empty": never a hint about a sent signal.
+    if known.last_seq == 0 {
+        return expire_one(store, types, tenant, id).await;
+    }
+    let body = EventBody::SignalExpired(SignalExpired { signal_id: id, expires_at: known.expires_at });
+    let mut event = Event::new(tenant, Some(ACTOR.to_string()), now, body);
+    event.correlation_id = known.correlation_id.clone();
+    match store.append(&event, Expect::LastSubjectSeq(known.last_seq)).await {
+        Ok(appended) => Ok(expired(types, appended.seq, known.signal_type.clone(), known.expires_at)),
+        // Something happened to the signal since the hint (or the hint is from elsewhere): read
+        // the subject and decide on what is really there.
+        Err(bus::Error::Conflict { .. }) => expire_one(store, types, tenant, id).await,
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Expires `tenant`/`id` if it is pending and due now.

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::expire::expire_one;
+use crate::expire::{expire_pending, Pending};
 use crate::tally::{Counts, Tally};
 
 /// How the scan pages and fans out.
@@ -89,7 +89,8 @@ pub async fn expire_overdue(
             }
             let (store, types, mine, tally) = (store.clone(), types.clone(), mine.clone(), tally.clone());
             inflight.spawn(async move {
-                let outcome = expire_one(&store, &types, &row.tenant, row.id).await;
+                let known = Pending::from(&row);
+                let outcome = expire_pending(&store, &types, &row.tenant, row.id, &known).await;
                 if let Err(e) = &outcome {
                     tracing::warn!(tenant = %row.tenant, signal_id = %row.id, error = %e, "expiry failed; next run retries");
                 }

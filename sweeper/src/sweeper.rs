@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::SweeperConfig;
 use crate::error::{Error, Result};
-use crate::expire::{expire_one, Outcome};
+use crate::expire::{expire_pending, Outcome};
 use crate::lease::Held;
 use crate::metrics;
 use crate::retention::{self, Archiver};
@@ -118,7 +118,8 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                     Ok(Ok(upcoming)) => {
                         let now = Utc::now();
                         for o in upcoming {
-                            timers.offer(SignalKey { tenant: o.tenant, id: o.id }, &o.signal_type, o.expires_at, now);
+                            let pending = (&o).into();
+                            timers.offer(SignalKey { tenant: o.tenant, id: o.id }, pending, now);
                         }
                     }
                     Ok(Err(e)) => tracing::warn!(error = %e, "sweep run failed; the next one retries"),
@@ -128,7 +129,7 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
             item = tail.next() => match item {
                 Some(Ok(Stored { seq, event, .. })) => {
                     next_seq = seq + 1;
-                    timers.observe(&event, Utc::now());
+                    timers.observe(seq, &event, Utc::now());
                 }
                 Some(Err(e)) => break Err(e.into()),
                 None => {
@@ -139,7 +140,7 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
             due = timers.next_due(), if inflight.len() < cfg.concurrency => {
                 let ctx = ctx.clone();
                 inflight.spawn(async move {
-                    let outcome = expire_one(&ctx.store, &ctx.types, &due.key.tenant, due.key.id).await;
+                    let outcome = expire_pending(&ctx.store, &ctx.types, &due.key.tenant, due.key.id, &due.pending).await;
                     (due, outcome)
                 });
             }
@@ -149,8 +150,8 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                 match outcome {
                     // Our wall clock and the timer's disagree by a hair: look again shortly.
                     Ok(Outcome::NotYetDue) => {
-                        let soon = due.expires_at + chrono::Duration::milliseconds(10);
-                        timers.offer(due.key, &due.signal_type, soon, Utc::now());
+                        let soon = due.pending.expires_at + chrono::Duration::milliseconds(10);
+                        timers.offer_at(due.key, due.pending, soon, Utc::now());
                     }
                     Ok(_) => {}
                     // Not retried here: a stream outage would spin; the next run's scan retries.

@@ -16,6 +16,8 @@ use tokio::time::Instant;
 use tokio_util::time::{delay_queue, DelayQueue};
 use uuid::Uuid;
 
+use crate::expire::Pending;
+
 /// Which signal a timer belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SignalKey {
@@ -23,19 +25,17 @@ pub struct SignalKey {
     pub id: Uuid,
 }
 
-/// A timer that fired: the signal is due.
+/// A timer that fired: the signal is due, and what was known of it when the timer was set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Due {
     pub key: SignalKey,
-    pub signal_type: String,
-    pub expires_at: DateTime<Utc>,
+    pub pending: Pending,
 }
 
 #[derive(Debug)]
 struct Entry {
     handle: delay_queue::Key,
-    signal_type: String,
-    expires_at: DateTime<Utc>,
+    pending: Pending,
 }
 
 /// The timer set. `lookahead` is how far ahead of now a timer may be set.
@@ -67,16 +67,23 @@ impl Timers {
         self.lookahead
     }
 
-    /// Sets (or moves) the timer of `key` to fire at `expires_at`, read against `now_utc`.
-    /// Returns false, and sets nothing, when `expires_at` lies beyond the look-ahead window.
-    pub fn offer(
+    /// Sets (or moves) the timer of `key` to fire at `pending.expires_at`, read against
+    /// `now_utc`. Returns false, and sets nothing, when that lies beyond the look-ahead window.
+    pub fn offer(&mut self, key: SignalKey, pending: Pending, now_utc: DateTime<Utc>) -> bool {
+        let at = pending.expires_at;
+        self.offer_at(key, pending, at, now_utc)
+    }
+
+    /// Like `offer`, but fires at `fire_at` (a retry shortly after a timer fired a hair early),
+    /// keeping `pending` — the expiry the event will record — as it is.
+    pub fn offer_at(
         &mut self,
         key: SignalKey,
-        signal_type: &str,
-        expires_at: DateTime<Utc>,
+        pending: Pending,
+        fire_at: DateTime<Utc>,
         now_utc: DateTime<Utc>,
     ) -> bool {
-        let until = (expires_at - now_utc).to_std().unwrap_or(Duration::ZERO);
+        let until = (fire_at - now_utc).to_std().unwrap_or(Duration::ZERO);
         if until > self.lookahead {
             return false;
         }
@@ -86,11 +93,11 @@ impl Timers {
             // newest reading of its expiry.
             Some(entry) => {
                 self.queue.reset_at(&entry.handle, deadline);
-                entry.expires_at = expires_at;
+                entry.pending = pending;
             }
             None => {
                 let handle = self.queue.insert_at(key.clone(), deadline);
-                self.entries.insert(key, Entry { handle, signal_type: signal_type.to_string(), expires_at });
+                self.entries.insert(key, Entry { handle, pending });
             }
         }
         true
@@ -107,13 +114,20 @@ impl Timers {
         }
     }
 
-    /// Follows one stream event: a send sets its signal's timer (when due within the window), a
+    /// Follows one stream event stored at `seq`: a send sets its signal's timer (when due within
+    /// the window; `seq` is then its subject's last sequence, the expiry's compare-and-set), a
     /// delivery, recall or expiry clears it. Other events are ignored.
-    pub fn observe(&mut self, event: &Event, now_utc: DateTime<Utc>) {
+    pub fn observe(&mut self, seq: u64, event: &Event, now_utc: DateTime<Utc>) {
         let key = |id: Uuid| SignalKey { tenant: event.tenant.clone(), id };
         match &event.body {
             EventBody::SignalSent(sent) => {
-                self.offer(key(sent.signal_id), &sent.signal_type, sent.expires_at, now_utc);
+                let pending = Pending {
+                    signal_type: sent.signal_type.clone(),
+                    expires_at: sent.expires_at,
+                    correlation_id: sent.correlation_id.clone(),
+                    last_seq: seq,
+                };
+                self.offer(key(sent.signal_id), pending, now_utc);
             }
             EventBody::SignalDelivered(SignalDelivered { signal_id, .. })
             | EventBody::SignalExpired(SignalExpired { signal_id, .. })
@@ -131,7 +145,7 @@ impl Timers {
             Poll::Ready(Some(expired)) => {
                 let key = expired.into_inner();
                 let entry = self.entries.remove(&key).expect("every queued key has an entry");
-                Poll::Ready(Due { key, signal_type: entry.signal_type, expires_at: entry.expires_at })
+                Poll::Ready(Due { key, pending: entry.pending })
             }
             Poll::Ready(None) | Poll::Pending => Poll::Pending,
         }

@@ -18,6 +18,11 @@ fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap()
 }
 
+/// What the tail would know of a signal of `signal_type` due at `expires_at`.
+fn p(signal_type: &str, expires_at: DateTime<Utc>) -> Pending {
+    Pending { signal_type: signal_type.into(), expires_at, correlation_id: None, last_seq: 1 }
+}
+
 fn secs(s: i64) -> chrono::Duration {
     chrono::Duration::seconds(s)
 }
@@ -41,9 +46,9 @@ async fn settle() {
 #[tokio::test(start_paused = true)]
 async fn given_timers_when_time_passes_then_each_fires_at_its_expiry_in_order() {
     let mut timers = Timers::new(Duration::from_secs(600));
-    assert!(timers.offer(key(2), "Question", t0() + secs(2), t0()));
-    assert!(timers.offer(key(1), "Question", t0() + secs(1), t0()));
-    assert!(timers.offer(key(3), "Blocker", t0() + secs(3), t0()));
+    assert!(timers.offer(key(2), p("Question", t0() + secs(2)), t0()));
+    assert!(timers.offer(key(1), p("Question", t0() + secs(1)), t0()));
+    assert!(timers.offer(key(3), p("Blocker", t0() + secs(3)), t0()));
     assert_eq!(timers.len(), 3);
 
     advance(Duration::from_millis(999)).await;
@@ -64,11 +69,11 @@ async fn given_timers_when_time_passes_then_each_fires_at_its_expiry_in_order() 
 async fn given_a_timer_when_awaited_then_it_fires_within_a_millisecond_of_expiry() {
     let mut timers = Timers::new(Duration::from_secs(600));
     let start = Instant::now();
-    timers.offer(key(7), "StatusUpdate", t0() + secs(5), t0());
+    timers.offer(key(7), p("StatusUpdate", t0() + secs(5)), t0());
     let due = timers.next_due().await;
     assert_eq!(due.key, key(7));
-    assert_eq!(due.signal_type, "StatusUpdate");
-    assert_eq!(due.expires_at, t0() + secs(5));
+    assert_eq!(due.pending.signal_type, "StatusUpdate");
+    assert_eq!(due.pending.expires_at, t0() + secs(5));
     let late = Instant::now() - start;
     assert!(late >= Duration::from_secs(5) && late <= Duration::from_millis(5001), "fired after {late:?}");
 }
@@ -76,8 +81,8 @@ async fn given_a_timer_when_awaited_then_it_fires_within_a_millisecond_of_expiry
 #[tokio::test(start_paused = true)]
 async fn given_a_terminal_signal_when_its_timer_is_cancelled_then_it_never_fires() {
     let mut timers = Timers::new(Duration::from_secs(600));
-    timers.offer(key(1), "Question", t0() + secs(1), t0());
-    timers.offer(key(2), "Question", t0() + secs(1), t0());
+    timers.offer(key(1), p("Question", t0() + secs(1)), t0());
+    timers.offer(key(2), p("Question", t0() + secs(1)), t0());
     assert!(timers.cancel(&key(1)));
     assert!(!timers.cancel(&key(1)), "a second cancel finds nothing");
     assert!(!timers.cancel(&key(9)), "cancelling an unknown signal is harmless");
@@ -89,8 +94,8 @@ async fn given_a_terminal_signal_when_its_timer_is_cancelled_then_it_never_fires
 #[tokio::test(start_paused = true)]
 async fn given_the_same_signal_offered_twice_when_time_passes_then_it_fires_once_at_the_newest_expiry() {
     let mut timers = Timers::new(Duration::from_secs(600));
-    timers.offer(key(1), "Question", t0() + secs(1), t0());
-    timers.offer(key(1), "Question", t0() + secs(3), t0());
+    timers.offer(key(1), p("Question", t0() + secs(1)), t0());
+    timers.offer(key(1), p("Question", t0() + secs(3)), t0());
     assert_eq!(timers.len(), 1);
     advance(Duration::from_secs(2)).await;
     settle().await;
@@ -106,8 +111,8 @@ async fn given_the_same_signal_offered_twice_when_time_passes_then_it_fires_once
 #[tokio::test(start_paused = true)]
 async fn given_an_expiry_beyond_the_window_when_offered_then_no_timer_is_set() {
     let mut timers = Timers::new(Duration::from_secs(120));
-    assert!(!timers.offer(key(1), "TaskAssigned", t0() + secs(121), t0()));
-    assert!(timers.offer(key(2), "TaskAssigned", t0() + secs(120), t0()));
+    assert!(!timers.offer(key(1), p("TaskAssigned", t0() + secs(121)), t0()));
+    assert!(timers.offer(key(2), p("TaskAssigned", t0() + secs(120)), t0()));
     assert!(!timers.contains(&key(1)));
     assert!(timers.contains(&key(2)));
 }
@@ -115,7 +120,7 @@ async fn given_an_expiry_beyond_the_window_when_offered_then_no_timer_is_set() {
 #[tokio::test(start_paused = true)]
 async fn given_an_already_past_expiry_when_offered_then_it_fires_at_once() {
     let mut timers = Timers::new(Duration::from_secs(120));
-    assert!(timers.offer(key(1), "Question", t0() - secs(3600), t0()));
+    assert!(timers.offer(key(1), p("Question", t0() - secs(3600)), t0()));
     settle().await;
     let due = tokio::time::timeout(Duration::from_millis(2), timers.next_due()).await;
     assert_eq!(due.map(|d| d.key).ok(), Some(key(1)));

@@ -32,3 +32,8 @@ async fn given_expired_signals_when_a_run_archives_them_then_they_leave_the_hot_
 async fn given_history_past_the_retention_when_a_run_purges_then_it_is_deleted() {
     scenarios::purge(Bed::embedded().await).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_a_stale_read_model_hint_when_expiring_without_a_read_then_the_stream_decides() {
+    scenarios::stale_hints(Bed::embedded().await).await;
+}

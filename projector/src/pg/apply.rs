@@ -4,13 +4,14 @@
 //! Deliberately never one statement per event, and never opens or commits the transaction: the
 //! caller owns it (the live projector in the live schema, the rebuild in its scratch schema).
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::batch::{Batch, PROJECTION};
+use crate::batch::{Batch, SentRow, SignalPatch, PROJECTION};
 use crate::error::Result;
 
 /// Writes `batch` if the checkpoint is `expected`; `Ok(false)` (nothing written) otherwise.
@@ -35,8 +36,8 @@ pub(crate) async fn apply_in(
     if cas.rows_affected() != 1 {
         return Ok(false);
     }
-    insert_sent(conn, b).await?;
-    patch_signals(conn, b).await?;
+    let merged = insert_sent(conn, b).await?;
+    patch_signals(conn, b, &merged).await?;
     insert_agents(conn, b).await?;
     sessions(conn, b).await?;
     facts(conn, b).await?;
@@ -90,21 +91,45 @@ pub(crate) async fn refresh_open(conn: &mut PgConnection, now: DateTime<Utc>, st
     Ok(r.rows_affected())
 }
 
-async fn insert_sent(conn: &mut PgConnection, b: &Batch) -> Result<()> {
+/// Inserts the batch's new signal rows with whatever later events of the same batch did to
+/// them already stamped in, so a signal sent, delivered and acked within one batch is written
+/// once (an insert followed by an update writes the row, and every index over it, twice).
+/// Patches of rows sent in earlier batches are left to `patch_signals`.
+async fn insert_sent<'b>(conn: &mut PgConnection, b: &'b Batch) -> Result<HashSet<Uuid>> {
     if b.sent.is_empty() {
-        return Ok(());
+        return Ok(HashSet::new());
     }
     let s = &b.sent;
+    let new_ids: HashSet<Uuid> = s.iter().map(|r| r.id).collect();
+    let merged: HashMap<Uuid, &'b SignalPatch> =
+        b.signal_patches.iter().filter(|p| new_ids.contains(&p.id)).map(|p| (p.id, p)).collect();
+    let patch = |r: &SentRow| merged.get(&r.id).copied();
+    // A fresh row under `patch_signals`' rules: every stamp is the patch's, the session only
+    // with a delivery path, the sequence the newer of the send and the patch.
+    // The conflict arm applies the same rules to an existing row (a send seen twice cannot
+    // happen past the checkpoint compare-and-set; it is there so a patch is never dropped).
+    // It only fires when the batch stamped something, which is exactly when a patch exists.
     sqlx::query(
-        "INSERT INTO signal_queue (id, tenant, from_identity, to_identity, signal_type, category, priority, \
+        "INSERT INTO signal_queue AS q (id, tenant, from_identity, to_identity, signal_type, category, priority, \
            payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, \
-           last_event_seq) \
-         SELECT id, tenant, f, t, st, cat, pri, payload::jsonb, dc, rs, pp, corr, ca, ea, seq \
+           delivered_at, delivered_via, resolved_to_session, acked_at, expired_at, recalled_at, last_event_seq) \
+         SELECT id, tenant, f, t, st, cat, pri, payload::jsonb, dc, rs, pp, corr, ca, ea, \
+           da, via, CASE WHEN via IS NOT NULL THEN sess END, aa, xa, ra, seq \
          FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int2[], \
            $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::timestamptz[], \
-           $14::timestamptz[], $15::int8[]) \
-           AS u(id, tenant, f, t, st, cat, pri, payload, dc, rs, pp, corr, ca, ea, seq) \
-         ON CONFLICT (id) DO NOTHING",
+           $14::timestamptz[], $15::int8[], $16::timestamptz[], $17::text[], $18::uuid[], $19::timestamptz[], \
+           $20::timestamptz[], $21::timestamptz[]) \
+           AS u(id, tenant, f, t, st, cat, pri, payload, dc, rs, pp, corr, ca, ea, seq, da, via, sess, aa, xa, ra) \
+         ON CONFLICT (id) DO UPDATE SET \
+           delivered_at = COALESCE(q.delivered_at, EXCLUDED.delivered_at), \
+           delivered_via = COALESCE(EXCLUDED.delivered_via, q.delivered_via), \
+           resolved_to_session = CASE WHEN EXCLUDED.delivered_via IS NOT NULL THEN EXCLUDED.resolved_to_session \
+             ELSE q.resolved_to_session END, \
+           acked_at = COALESCE(q.acked_at, EXCLUDED.acked_at), \
+           expired_at = COALESCE(q.expired_at, EXCLUDED.expired_at), \
+           recalled_at = COALESCE(q.recalled_at, EXCLUDED.recalled_at), \
+           last_event_seq = GREATEST(q.last_event_seq, EXCLUDED.last_event_seq) \
+         WHERE num_nonnulls(EXCLUDED.delivered_at, EXCLUDED.acked_at, EXCLUDED.expired_at, EXCLUDED.recalled_at) > 0",
     )
     .bind(s.iter().map(|r| r.id).collect::<Vec<Uuid>>())
     .bind(s.iter().map(|r| r.tenant.as_str()).collect::<Vec<_>>())
@@ -120,19 +145,26 @@ async fn insert_sent(conn: &mut PgConnection, b: &Batch) -> Result<()> {
     .bind(s.iter().map(|r| r.correlation_id.as_deref()).collect::<Vec<Option<&str>>>())
     .bind(s.iter().map(|r| r.created_at).collect::<Vec<_>>())
     .bind(s.iter().map(|r| r.expires_at).collect::<Vec<_>>())
-    .bind(s.iter().map(|r| r.seq).collect::<Vec<i64>>())
+    .bind(s.iter().map(|r| patch(r).map_or(r.seq, |p| p.seq.max(r.seq))).collect::<Vec<i64>>())
+    .bind(s.iter().map(|r| patch(r).and_then(|p| p.delivered_at)).collect::<Vec<_>>())
+    .bind(s.iter().map(|r| patch(r).and_then(|p| p.via.as_deref())).collect::<Vec<Option<&str>>>())
+    .bind(s.iter().map(|r| patch(r).and_then(|p| p.session)).collect::<Vec<Option<Uuid>>>())
+    .bind(s.iter().map(|r| patch(r).and_then(|p| p.acked_at)).collect::<Vec<_>>())
+    .bind(s.iter().map(|r| patch(r).and_then(|p| p.expired_at)).collect::<Vec<_>>())
+    .bind(s.iter().map(|r| patch(r).and_then(|p| p.recalled_at)).collect::<Vec<_>>())
     .execute(conn)
     .await?;
-    Ok(())
+    Ok(new_ids)
 }
 
-/// Stamps deliveries, acks, expiries and recalls. Runs against the hot table and the history,
+/// Stamps deliveries, acks, expiries and recalls on rows of earlier batches (`merged`: the ids
+/// `insert_sent` already wrote with their stamps). Runs against the hot table and the history,
 /// so a late event for an archived row (an ack after archiving) still lands.
-async fn patch_signals(conn: &mut PgConnection, b: &Batch) -> Result<()> {
-    if b.signal_patches.is_empty() {
+async fn patch_signals(conn: &mut PgConnection, b: &Batch, merged: &HashSet<Uuid>) -> Result<()> {
+    let p: Vec<&SignalPatch> = b.signal_patches.iter().filter(|p| !merged.contains(&p.id)).collect();
+    if p.is_empty() {
         return Ok(());
     }
-    let p = &b.signal_patches;
     let ids: Vec<Uuid> = p.iter().map(|r| r.id).collect();
     let delivered: Vec<Option<DateTime<Utc>>> = p.iter().map(|r| r.delivered_at).collect();
     let via: Vec<Option<&str>> = p.iter().map(|r| r.via.as_deref()).collect();

@@ -5,6 +5,13 @@
 //! Deliberately never touches the live tables before the swap, so readers see the old model
 //! until the commit and the new one after it, never a half-built one; and since the final
 //! catch-up happens under the lock the live projector also takes, no event falls in between.
+//!
+//! Built for bulk speed, since nobody reads the scratch tables: big batches (`BULK_CHUNK`, so
+//! most signals' send, delivery and ack land in one batch and their row is written once), no
+//! secondary indexes during the load (created in one sorted pass each before the swap; the
+//! swap moves them with their tables), and no commit flush per batch (`synchronous_commit`
+//! off: a crash loses only scratch work, and the swap's own synchronous commit flushes the
+//! WAL before it).
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +23,7 @@ use uuid::Uuid;
 use super::{apply, PgModels, MIGRATOR, TABLES, WRITER_LOCK};
 use crate::batch::Batch;
 use crate::error::{Error, Result};
-use crate::rebuild::{RebuildReport, CHUNK};
+use crate::rebuild::{RebuildReport, BULK_CHUNK, CHUNK};
 
 pub(crate) async fn rebuild(m: &PgModels, log: &SharedLog, stale_after: Duration) -> Result<RebuildReport> {
     let started = Instant::now();
@@ -45,6 +52,7 @@ async fn build_and_swap(
         sqlx::raw_sql(&migration.sql).execute(&mut *tx).await?;
         tx.commit().await?;
     }
+    let deferred = drop_secondary_indexes(&mut *conn, scratch).await?;
     let mut applied = 0u64;
     let mut events = 0u64;
     // Bulk of the work, without the lock: the live projector keeps going meanwhile. Reading
@@ -55,7 +63,7 @@ async fn build_and_swap(
     let reader = tokio::spawn(async move {
         let mut from = 1;
         loop {
-            let page = reader_log.read(from, CHUNK).await.map_err(Error::from);
+            let page = reader_log.read(from, BULK_CHUNK).await.map_err(Error::from);
             let done = match &page {
                 Ok(p) => p.last().map(|s| from = s.seq + 1).is_none(),
                 Err(_) => true,
@@ -79,7 +87,9 @@ async fn build_and_swap(
             )));
         }
         let mut tx = conn.begin().await?;
-        sqlx::raw_sql(&format!("SET LOCAL search_path TO {scratch}")).execute(&mut *tx).await?;
+        sqlx::raw_sql(&format!("SET LOCAL search_path TO {scratch}; SET LOCAL synchronous_commit TO off"))
+            .execute(&mut *tx)
+            .await?;
         if !apply::apply_in(&mut tx, &batch, applied, Utc::now(), stale_after).await? {
             return Err(Error::Invariant("the scratch checkpoint moved during a rebuild".into()));
         }
@@ -88,6 +98,14 @@ async fn build_and_swap(
         events += page.len() as u64;
     }
     reader.abort();
+    // Still outside the lock: the indexes are built while the live projector keeps going, so
+    // the locked catch-up below (a few events, maintained row by row) stays short.
+    let mut tx = conn.begin().await?;
+    sqlx::raw_sql("SET LOCAL maintenance_work_mem TO '256MB'").execute(&mut *tx).await?;
+    for def in &deferred {
+        sqlx::raw_sql(def).execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
     let mut tx = conn.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITER_LOCK).execute(&mut *tx).await?;
     sqlx::raw_sql(&format!("SET LOCAL search_path TO {scratch}")).execute(&mut *tx).await?;
@@ -110,6 +128,26 @@ async fn build_and_swap(
     tx.commit().await?;
     tracing::info!(events, last_seq = applied, "read models rebuilt and swapped in");
     Ok((events, applied))
+}
+
+/// Drops the scratch tables' non-unique indexes and returns their definitions, to be run again
+/// after the bulk load. Primary keys and unique indexes stay: the upserts' `ON CONFLICT` and
+/// the patches' joins by id need them.
+async fn drop_secondary_indexes(conn: &mut PgConnection, scratch: &str) -> Result<Vec<String>> {
+    let defs: Vec<(String, String)> = sqlx::query_as(
+        "SELECT c.relname::text, pg_get_indexdef(i.indexrelid) FROM pg_index i \
+         JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = $1 AND NOT i.indisunique AND NOT i.indisprimary ORDER BY c.relname",
+    )
+    .bind(scratch)
+    .fetch_all(&mut *conn)
+    .await?;
+    let drops: String = defs.iter().map(|(name, _)| format!("DROP INDEX {scratch}.\"{name}\";")).collect();
+    if !drops.is_empty() {
+        sqlx::raw_sql(&drops).execute(&mut *conn).await?;
+    }
+    // `pg_get_indexdef` names the table with its (scratch) schema, so each runs as is.
+    Ok(defs.into_iter().map(|(_, def)| def).collect())
 }
 
 /// Applies the next chunk of the stream after `applied`; returns how many events it held.

@@ -129,7 +129,7 @@ impl SqliteModels {
 
     pub async fn overdue(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<Overdue>> {
         let rows = sqlx::query(
-            "SELECT tenant, id, signal_type, expires_at FROM signal_queue \
+            "SELECT tenant, id, signal_type, expires_at, correlation_id, last_event_seq FROM signal_queue \
              WHERE expires_at IS NOT NULL AND delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL \
                AND expires_at <= ?1 ORDER BY expires_at ASC LIMIT ?2",
         )
@@ -144,6 +144,8 @@ impl SqliteModels {
                     id: parse_uuid(&r.try_get::<String, _>("id")?)?,
                     signal_type: r.try_get("signal_type")?,
                     expires_at: parse_ts(&r.try_get::<String, _>("expires_at")?)?,
+                    correlation_id: r.try_get("correlation_id")?,
+                    last_event_seq: r.try_get::<i64, _>("last_event_seq")? as u64,
                 })
             })
             .collect()

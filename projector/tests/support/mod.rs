@@ -57,6 +57,18 @@ impl Env {
         self._pg.as_ref().map(|db| db.name())
     }
 
+    /// Every index definition in the live (public) schema, sorted; empty for SQLite. A rebuild
+    /// builds its indexes after the bulk load, so this checks none went missing.
+    pub async fn pg_indexes(&self) -> Vec<String> {
+        use sqlx::Connection;
+        let Some(db) = &self._pg else { return Vec::new() };
+        let mut conn = sqlx::PgConnection::connect(db.url()).await.expect("connect");
+        sqlx::query_scalar("SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() ORDER BY indexdef")
+            .fetch_all(&mut conn)
+            .await
+            .expect("list indexes")
+    }
+
     /// Appends events in order; returns their sequences.
     pub async fn append_all(&self, events: &[Event]) -> Vec<u64> {
         let mut seqs = Vec::with_capacity(events.len());

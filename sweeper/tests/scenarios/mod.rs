@@ -186,3 +186,44 @@ pub async fn purge(bed: Bed) {
     handle.await.unwrap().unwrap();
     bed.shutdown().await;
 }
+
+/// The read-free expiry trusts a hint (the read model's `last_event_seq`) only as far as the
+/// compare-and-set does: a stale hint falls back to reading the stream and loses cleanly.
+pub async fn stale_hints(bed: Bed) {
+    use sweeper::expire::{expire_pending, Outcome, Pending};
+    let types = bus::catalog::TypeTable::default();
+    let hour_ago = Utc::now() - chrono::Duration::hours(1);
+    let (delivered, current) = (bed.send(hour_ago, 1).await, bed.send(hour_ago, 1).await);
+    bed.settle().await;
+    let rows = bed.queries().overdue(Utc::now(), 10).await.unwrap();
+    let hint = |id| Pending::from(rows.iter().find(|r| r.id == id).expect("listed overdue"));
+    assert!(hint(delivered).last_seq > 0);
+
+    // Delivered after the read model listed it (decided as of before its expiry, as a delivery
+    // racing the sweeper would be): the hint is stale, the delivery stands.
+    let deliver = SignalCommand::Deliver { via: DeliveredVia::Inbox, session_id: None, redeliver: false };
+    bed.store.execute(TENANT, delivered, &deliver, "bob", hour_ago).await.unwrap();
+    let outcome = expire_pending(&bed.store, &types, TENANT, delivered, &hint(delivered)).await.unwrap();
+    assert_eq!(outcome, Outcome::AlreadyTerminal);
+    assert_eq!(bed.terminal_events(delivered).await, vec![("signal.delivered", "bob".to_string())]);
+
+    // Not due by our clock: nothing appended, whatever the hint says.
+    let early = Pending { expires_at: Utc::now() + chrono::Duration::hours(1), ..hint(current) };
+    let outcome = expire_pending(&bed.store, &types, TENANT, current, &early).await.unwrap();
+    assert_eq!(outcome, Outcome::NotYetDue);
+    assert!(bed.terminal_events(current).await.is_empty());
+
+    // A current hint: one append, with the send's expiry in the event.
+    let outcome = expire_pending(&bed.store, &types, TENANT, current, &hint(current)).await.unwrap();
+    assert!(matches!(outcome, Outcome::Expired { .. }), "{outcome:?}");
+    let subject = bed.log.subjects().of(TENANT, bus::event::Entity::Signal(current));
+    let last = bed.log.last_on_subject(&subject).await.unwrap().unwrap();
+    match last.event.body {
+        bus::event::EventBody::SignalExpired(e) => assert_eq!(e.expires_at, hint(current).expires_at),
+        other => panic!("expected signal.expired, got {other:?}"),
+    }
+    // Twice: the hint is stale now (our own expiry), so it reads and finds it terminal.
+    let outcome = expire_pending(&bed.store, &types, TENANT, current, &hint(current)).await.unwrap();
+    assert_eq!(outcome, Outcome::AlreadyTerminal);
+    bed.shutdown().await;
+}
