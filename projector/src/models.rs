@@ -195,8 +195,13 @@ impl Queries for ReadModels {
         dispatch!(self, m => m.list_signals(q).await)
     }
 
-    async fn overdue(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<Overdue>> {
-        dispatch!(self, m => m.overdue(now, limit).await)
+    async fn overdue(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<Overdue>> {
+        dispatch!(self, m => m.overdue(now, after, limit).await)
     }
 
     async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>> {

@@ -129,8 +129,14 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
     /// A page of the caller's signals, newest first.
     async fn list_signals(&self, q: &ListSignals) -> Result<Vec<SignalRow>>;
 
-    /// Pending signals with `expires_at <= now`, oldest expiry first.
-    async fn overdue(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<Overdue>>;
+    /// Pending signals with `expires_at <= now`, in `(expires_at, id)` order, strictly after
+    /// `after` (the last row of the previous page) when given.
+    async fn overdue(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<Overdue>>;
 
     /// The roster of a tenant with recipient state.
     async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>>;

@@ -132,10 +132,13 @@ async fn each_event_lands_in_its_table(env: Env) {
         .await
         .unwrap();
     assert_eq!(pending_for_alice.iter().map(|r| r.id).collect::<Vec<_>>(), [s5]);
-    let overdue = m.overdue(Utc::now(), 10).await.unwrap();
+    let overdue = m.overdue(Utc::now(), None, 10).await.unwrap();
     assert!(overdue.is_empty(), "s2 is already expired: {overdue:?}");
-    let overdue = m.overdue(Utc::now() + Duration::hours(2), 10).await.unwrap();
+    let overdue = m.overdue(Utc::now() + Duration::hours(2), None, 10).await.unwrap();
     assert_eq!(overdue.iter().map(|o| o.id).collect::<Vec<_>>(), [s5]);
+    // Keyset paging: nothing strictly after the last row handed out.
+    let after = Some((overdue[0].expires_at, overdue[0].id));
+    assert!(m.overdue(Utc::now() + Duration::hours(2), after, 10).await.unwrap().is_empty());
 }
 
 async fn a_batch_applied_twice_changes_nothing(env: Env) {

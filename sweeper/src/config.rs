@@ -29,12 +29,12 @@ pub struct SweeperConfig {
     pub preload_limit: u32,
     /// Rows per `overdue` page.
     pub page: u32,
-    /// Expiries in flight at once (scan and timers each).
+    /// Expiries in flight at once (scan and timers each). Each is one JetStream round trip
+    /// (a conditional append), pipelined on the one connection, so more in flight keeps the
+    /// server busy while the projector and the database share the cores.
     pub concurrency: usize,
     /// Rows per archive/purge batch (each its own short transaction).
     pub archive_batch: u32,
-    /// How long a scan waits for the read models to show its own expiries.
-    pub projector_wait: Duration,
     /// This process's name in the status fact's `leader` field.
     pub node: String,
 }
@@ -51,9 +51,8 @@ impl Default for SweeperConfig {
             lookahead_slack: Duration::from_secs(30),
             preload_limit: 100_000,
             page: 2_000,
-            concurrency: 128,
+            concurrency: 256,
             archive_batch: 500,
-            projector_wait: Duration::from_secs(30),
             node: default_node(),
         }
     }

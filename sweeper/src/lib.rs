@@ -13,8 +13,10 @@
 //! - **Backstop** (`scan`): at leadership start and every `sweep_interval`, the read models'
 //!   expiry index (`Queries::overdue`) is paged through and every due signal expired with
 //!   bounded concurrency (`concurrency` in flight, no per-signal sequential round trips) —
-//!   this covers restarts, fail-over and outage backlogs. An untouched signal (its subject
-//!   holds only the send) costs one O(1) read and one conditional append (`expire`). The same
+//!   this covers restarts, fail-over and outage backlogs. The scan pages by keyset, so it
+//!   runs ahead of the projector without re-reading what it already handled, and a row whose
+//!   read model is current costs one conditional append on its `last_event_seq` (`expire`;
+//!   the timers likewise use the send's sequence from the tail), a read only if that fails. The same
 //!   run loads the signals due within the window into the timers (signals further out were not
 //!   kept: memory stays bounded by the window, not by the number of pending signals).
 //!

@@ -2,11 +2,10 @@
 //! everything due, many at once; and list what falls due within the look-ahead window so the
 //! timers can take it.
 //!
-//! Deliberately trusts the stream, not the read model: a row is only a hint, `expire_one`'s
-//! compare-and-set decides. Runs at leadership start (restarts, fail-over, outage backlog) and
+//! Deliberately trusts the stream, not the read model: a row is only a hint (its
+//! `last_event_seq` the expected subject sequence), the compare-and-set decides. Runs at leadership start (restarts, fail-over, outage backlog) and
 //! every `sweep_interval` for whatever the timers missed.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,11 +26,9 @@ use crate::tally::{Counts, Tally};
 pub struct ScanLimits {
     /// Rows asked of `overdue` per page.
     pub page: u32,
-    /// Expiries in flight at once. Each is a subject read plus a conditional append, so the
-    /// throughput is roughly `concurrency / round trip`; 128 × 5 ms ≈ 25,000/s.
+    /// Expiries in flight at once. Each is one conditional append when the read model is
+    /// current (`expire_pending`), so the throughput is roughly `concurrency / round trip`.
     pub concurrency: usize,
-    /// How long to wait for the read models to show our own expiries before giving up a run.
-    pub projector_wait: Duration,
 }
 
 /// What one scan did.
@@ -40,12 +37,16 @@ pub struct Scanned {
     pub counts: Counts,
     /// `overdue` queries asked.
     pub pages: u64,
-    /// Times the scan ran ahead of the read models and waited for them to catch up.
-    pub projector_waits: u64,
 }
 
-/// Expires every pending signal the read models list as due, page by page, until a page brings
-/// nothing new. Returns what this scan did (also added to `tally`).
+/// Expires every pending signal the read models list as due, page by page in `(expires_at,
+/// id)` order, each page continuing strictly after the last row of the previous one, until a
+/// page comes back empty. Returns what this scan did (also added to `tally`).
+///
+/// Keyset paging is what lets the scan run ahead of the read models: a row we expired stays
+/// listed until the projector stamps it, and is simply behind the cursor (re-reading from the
+/// start would hand it out again and stall the scan until the projector caught up). A row that
+/// turns up behind the cursor later (a send projected late) is the tail's or the next run's.
 pub async fn expire_overdue(
     store: &SignalStore,
     queries: &Arc<dyn Queries>,
@@ -56,34 +57,14 @@ pub async fn expire_overdue(
 ) -> Result<Scanned> {
     let mut stats = Scanned::default();
     let mine = Arc::new(Tally::default());
-    // Ids handed out in this scan. The read models lag our own appends, so a page may list
-    // rows we just expired; they are skipped here rather than expired (and refused) twice.
-    let mut seen: HashSet<Uuid> = HashSet::new();
+    let mut after: Option<(DateTime<Utc>, Uuid)> = None;
     let mut inflight: JoinSet<()> = JoinSet::new();
-    let mut waited_for = 0u64;
     while !cancel.is_cancelled() {
-        // Asking for more than a page leaves room for rows the projector has not caught up on,
-        // so a page of fresh work still comes back while it trails us.
-        let rows = queries.overdue(Utc::now(), limits.page.saturating_mul(2)).await?;
+        let rows = queries.overdue(Utc::now(), after, limits.page).await?;
         stats.pages += 1;
-        let fresh: Vec<Overdue> =
-            rows.iter().filter(|r| seen.insert(r.id)).take(limits.page as usize).cloned().collect();
-        if fresh.is_empty() {
-            drain(&mut inflight).await?;
-            let applied_upto = mine.read().max_seq;
-            if rows.is_empty() || applied_upto <= waited_for {
-                break; // nothing due, or only rows we already tried and the models are current
-            }
-            // Only rows we already handled: let the read models catch up with us, then look again.
-            if queries.wait_for(applied_upto, limits.projector_wait).await.is_err() {
-                tracing::warn!(seq = applied_upto, "read models lag the sweeper; ending this scan early");
-                break;
-            }
-            waited_for = applied_upto;
-            stats.projector_waits += 1;
-            continue;
-        }
-        for row in fresh {
+        let Some(last) = rows.last() else { break };
+        after = Some((last.expires_at, last.id));
+        for row in rows {
             while inflight.len() >= limits.concurrency {
                 join_one(&mut inflight).await?;
             }
@@ -112,7 +93,7 @@ pub async fn upcoming(
     limit: u32,
 ) -> Result<Vec<Overdue>> {
     let horizon = now + chrono::Duration::from_std(lookahead).unwrap_or(chrono::Duration::MAX);
-    let rows = queries.overdue(horizon, limit).await?;
+    let rows = queries.overdue(horizon, None, limit).await?;
     Ok(rows.into_iter().filter(|r| r.expires_at > now).collect())
 }
 

@@ -187,7 +187,7 @@ async fn resubscribe(ctx: &Ctx, from: u64) -> Result<BoxStream<'static, bus::Res
 async fn backstop(ctx: Arc<Ctx>, cancel: CancellationToken) -> Result<Vec<projector::queries::Overdue>> {
     let cfg = &ctx.config;
     let started = Instant::now();
-    let limits = ScanLimits { page: cfg.page, concurrency: cfg.concurrency, projector_wait: cfg.projector_wait };
+    let limits = ScanLimits { page: cfg.page, concurrency: cfg.concurrency };
     let scanned = scan::expire_overdue(&ctx.store, &ctx.queries, &ctx.types, &limits, &ctx.tally, &cancel).await?;
     let retained =
         retention::pass(ctx.archiver.as_ref(), Utc::now(), cfg.archive_after, cfg.retention, cfg.archive_batch).await?;
@@ -202,7 +202,6 @@ async fn backstop(ctx: Arc<Ctx>, cancel: CancellationToken) -> Result<Vec<projec
     tracing::info!(
         scan_expired = scanned.counts.expired,
         scan_pages = scanned.pages,
-        scan_projector_waits = scanned.projector_waits,
         expired = report.counts.expired,
         lag_seconds_max = report.counts.lag_max.as_secs_f64(),
         lost_races = report.counts.lost,

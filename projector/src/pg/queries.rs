@@ -126,16 +126,25 @@ impl PgModels {
         rows.iter().map(signal_row).collect()
     }
 
-    pub async fn overdue(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<Overdue>> {
-        let rows = sqlx::query(
+    pub async fn overdue(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<Overdue>> {
+        // Two statements rather than `$2 IS NULL OR ..`, so the keyset condition is always an
+        // index bound on `ix_signal_queue_expires_at (expires_at, id)`, in generic plans too.
+        let keyset = if after.is_some() { "AND (expires_at, id) > ($3, $4)" } else { "" };
+        let sql = format!(
             "SELECT tenant, id, signal_type, expires_at, correlation_id, last_event_seq FROM signal_queue \
              WHERE expires_at IS NOT NULL AND delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL \
-               AND expires_at <= $1 ORDER BY expires_at ASC LIMIT $2",
-        )
-        .bind(now)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+               AND expires_at <= $1 {keyset} ORDER BY expires_at ASC, id ASC LIMIT $2"
+        );
+        let mut q = sqlx::query(&sql).bind(now).bind(i64::from(limit));
+        if let Some((at, id)) = after {
+            q = q.bind(at).bind(id);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| {
                 Ok(Overdue {

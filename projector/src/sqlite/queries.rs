@@ -127,16 +127,25 @@ impl SqliteModels {
         rows.iter().map(signal_row).collect()
     }
 
-    pub async fn overdue(&self, now: DateTime<Utc>, limit: u32) -> Result<Vec<Overdue>> {
-        let rows = sqlx::query(
+    pub async fn overdue(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<Overdue>> {
+        // Timestamps and ids are stored as text in forms that sort like the values they hold,
+        // so the row-value comparison is the keyset order of `ix_signal_queue_expires_at`.
+        let keyset = if after.is_some() { "AND (expires_at, id) > (?3, ?4)" } else { "" };
+        let sql = format!(
             "SELECT tenant, id, signal_type, expires_at, correlation_id, last_event_seq FROM signal_queue \
              WHERE expires_at IS NOT NULL AND delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL \
-               AND expires_at <= ?1 ORDER BY expires_at ASC LIMIT ?2",
-        )
-        .bind(ts(now))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
+               AND expires_at <= ?1 {keyset} ORDER BY expires_at ASC, id ASC LIMIT ?2"
+        );
+        let mut q = sqlx::query(&sql).bind(ts(now)).bind(i64::from(limit));
+        if let Some((at, id)) = after {
+            q = q.bind(ts(at)).bind(id.to_string());
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| {
                 Ok(Overdue {

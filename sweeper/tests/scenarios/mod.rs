@@ -195,7 +195,7 @@ pub async fn stale_hints(bed: Bed) {
     let hour_ago = Utc::now() - chrono::Duration::hours(1);
     let (delivered, current) = (bed.send(hour_ago, 1).await, bed.send(hour_ago, 1).await);
     bed.settle().await;
-    let rows = bed.queries().overdue(Utc::now(), 10).await.unwrap();
+    let rows = bed.queries().overdue(Utc::now(), None, 10).await.unwrap();
     let hint = |id| Pending::from(rows.iter().find(|r| r.id == id).expect("listed overdue"));
     assert!(hint(delivered).last_seq > 0);
 
