@@ -7,6 +7,7 @@ use std::future::Future;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::Router;
 
 use crate::error::ApiError;
@@ -47,6 +48,14 @@ pub async fn serve_router(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let gw = gateway.clone();
+    // Nagle on the accepted sockets holds a small frame back until the client ACKs the previous
+    // one, and clients delay their ACKs (up to ~40 ms on Linux): every result and push frame
+    // would pay that. Each frame is written whole, so there is nothing for Nagle to coalesce.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY on an accepted socket");
+        }
+    });
     let result = axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;

@@ -4,14 +4,16 @@
 //! Deliberately thin: `bus::store` decides and appends; this file adds who may ask, what the
 //! caller is told, and the metrics.
 
-use bus::event::PluginFactRecorded;
+use bus::event::{Event, EventBody, PluginFactRecorded, SignalAcked};
+use bus::log::Expect;
 use bus::names::{plugin_owned_by, validate_plugin};
 use bus::signal::{RecallOutcome, SignalCommand};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::ApiError;
+use crate::hub::SessionHandle;
 use crate::metrics;
 use crate::state::Gateway;
 
@@ -30,17 +32,47 @@ pub async fn recall(gw: &Gateway, tenant: &str, by: &str, signal_id: Uuid) -> Re
 
 /// Records acks of `by` for signals delivered to it. Signals that are not its own, not
 /// delivered, or already acked are skipped: an ack is a hint, never an error.
-pub async fn ack(gw: &Gateway, tenant: &str, by: &str, session_id: Option<Uuid>, ids: &[Uuid]) {
-    let command = SignalCommand::Ack { by: by.to_string(), session_id };
+///
+/// A WebSocket `session` knows where each delivery it made landed on the stream, so an ack of
+/// one of those is a single append conditional on that delivery still being the signal's
+/// newest event, with no read. Anything else (HTTP acks, a lost race, a signal this session
+/// did not deliver) reads the signal and decides. All ids are recorded concurrently.
+pub async fn ack(gw: &Gateway, tenant: &str, by: &str, session: Option<&SessionHandle>, ids: &[Uuid]) {
     let now = Utc::now();
-    let results =
-        futures::future::join_all(ids.iter().map(|id| gw.store().execute(tenant, *id, &command, by, now))).await;
+    let results = futures::future::join_all(ids.iter().map(|id| ack_one(gw, tenant, by, session, *id, now))).await;
     for (id, r) in ids.iter().zip(results) {
         match r {
-            Ok(_) | Err(bus::Error::Domain(_)) => {}
+            Ok(()) | Err(bus::Error::Domain(_)) => {}
             Err(e) => tracing::warn!(error = %e, signal_id = %id, "ack not recorded"),
         }
     }
+}
+
+async fn ack_one(
+    gw: &Gateway,
+    tenant: &str,
+    by: &str,
+    session: Option<&SessionHandle>,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), bus::Error> {
+    let session_id = session.map(|s| s.id);
+    if let Some(at) = session.and_then(|s| s.take_delivery(id)) {
+        // This session appended the delivery at `at.seq`, to `by` (a session only receives its
+        // own identity's signals): if it is still the newest event, the signal is delivered
+        // and unacked, exactly what `decide` would check after reading it.
+        let body = EventBody::SignalAcked(SignalAcked { signal_id: id, by: by.to_string(), session_id });
+        let mut event = Event::new(tenant, Some(by.to_string()), now, body);
+        event.correlation_id = at.correlation_id;
+        match gw.store().append(&event, Expect::LastSubjectSeq(at.seq)).await {
+            Ok(_) => return Ok(()),
+            // Something followed the delivery (an ack over HTTP, a redelivery): decide afresh.
+            Err(bus::Error::Conflict { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let command = SignalCommand::Ack { by: by.to_string(), session_id };
+    gw.store().execute(tenant, id, &command, by, now).await.map(|_| ())
 }
 
 /// Appends a plugin fact for `by` and returns its per-plugin `seq`.

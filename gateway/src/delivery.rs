@@ -16,7 +16,7 @@ use bus::signal::{decide, SignalCommand, Status};
 use chrono::Utc;
 use uuid::Uuid;
 
-use crate::hub::{CloseReason, SessionHandle};
+use crate::hub::{CloseReason, DeliveredAt, SessionHandle};
 use crate::state::Gateway;
 use crate::{metrics, wire};
 
@@ -74,7 +74,8 @@ pub async fn deliver_to(
         let mut event = Event::new(tenant, Some(actor.clone()), now, body);
         event.correlation_id = sent.correlation_id.clone();
         match gw.store().append(&event, Expect::LastSubjectSeq(seq)).await {
-            Ok(_) => {
+            Ok(a) => {
+                session.remember_delivery(signal_id, DeliveredAt { seq: a.seq, correlation_id: event.correlation_id });
                 permit.send(wire::signal_frame(sent, false));
                 metrics::delivered(&gw.config().types, &sent.signal_type, via, sent.created_at);
                 return Ok(true);
@@ -107,7 +108,8 @@ pub async fn deliver_to(
         let mut event = Event::new(tenant, Some(actor.clone()), now, body);
         event.correlation_id = sent.correlation_id.clone();
         match gw.store().append(&event, Expect::LastSubjectSeq(last_seq)).await {
-            Ok(_) => {
+            Ok(a) => {
+                session.remember_delivery(signal_id, DeliveredAt { seq: a.seq, correlation_id: event.correlation_id });
                 permit.send(wire::signal_frame(sent, redelivered));
                 metrics::delivered(&gw.config().types, &sent.signal_type, via, sent.created_at);
                 return Ok(true);

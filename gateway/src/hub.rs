@@ -64,6 +64,19 @@ impl CloseReason {
     }
 }
 
+/// Most deliveries one session remembers for read-free acks; past that, acks of further
+/// deliveries take the slow path (read the signal, decide), so a client that never acks cannot
+/// grow this without bound.
+const MAX_REMEMBERED: usize = 4096;
+
+/// Where a delivery this session recorded landed: the stream sequence of its `signal.delivered`,
+/// which an ack can use as its compare-and-set instead of reading the signal back.
+#[derive(Debug, Clone)]
+pub struct DeliveredAt {
+    pub seq: u64,
+    pub correlation_id: Option<String>,
+}
+
 /// Non-data frames, sent ahead of any queued data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
@@ -91,6 +104,9 @@ pub struct SessionHandle {
     closing: CancellationToken,
     reason: Mutex<Option<CloseReason>>,
     last_seen: Mutex<Instant>,
+    /// Deliveries to this session not yet acked through it (empty maps do not allocate, so
+    /// an idle session pays nothing for this).
+    delivered: Mutex<HashMap<Uuid, DeliveredAt>>,
 }
 
 impl SessionHandle {
@@ -114,6 +130,7 @@ impl SessionHandle {
             closing: CancellationToken::new(),
             reason: Mutex::new(None),
             last_seen: Mutex::new(Instant::now()),
+            delivered: Mutex::new(HashMap::new()),
         }
     }
 
@@ -162,6 +179,19 @@ impl SessionHandle {
 
     pub fn last_seen(&self) -> Instant {
         *self.last_seen.lock().unwrap()
+    }
+
+    /// Remembers that `signal_id` was delivered to this session at stream sequence `at.seq`.
+    pub fn remember_delivery(&self, signal_id: Uuid, at: DeliveredAt) {
+        let mut map = self.delivered.lock().unwrap();
+        if map.len() < MAX_REMEMBERED || map.contains_key(&signal_id) {
+            map.insert(signal_id, at);
+        }
+    }
+
+    /// The remembered delivery of `signal_id`, forgotten: an ack uses it once.
+    pub fn take_delivery(&self, signal_id: Uuid) -> Option<DeliveredAt> {
+        self.delivered.lock().unwrap().remove(&signal_id)
     }
 
     /// Queues a frame; a full queue closes the session as a slow consumer (CONTRACT §7).

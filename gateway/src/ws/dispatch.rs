@@ -1,9 +1,13 @@
-//! Runs one decoded client operation for a session and builds its `result` frame.
+//! Runs one piece of a session's work off its read loop — a decoded client operation, a batch
+//! of acks, a heartbeat — and builds the frame to answer with, if any.
 //!
-//! Deliberately holds no protocol state: acks are handed back to the session loop, which
-//! batches them, and decoding happened before (`frames.rs`).
+//! Deliberately holds no protocol state: the session loop decides what runs when (and how
+//! much at once), batches acks itself, and queues what this returns; decoding happened before
+//! (`frames.rs`).
 
+use bus::event::{Event, EventBody, SessionHeartbeat};
 use bus::signal::RecallOutcome;
+use chrono::Utc;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -12,9 +16,40 @@ use crate::state::Gateway;
 use crate::ws::frames::{self, ClientFrame, Op};
 use crate::{commands, metrics, send};
 
-/// Runs `frame` and returns the frame to answer with. Ack ids are appended to `acks` to be
-/// recorded with the session's next batch.
-pub async fn run(gw: &Gateway, session: &SessionHandle, frame: ClientFrame, acks: &mut Vec<Uuid>) -> String {
+/// What a session runs concurrently with reading further frames.
+#[derive(Debug)]
+pub enum Work {
+    /// A client operation other than `ack` (acks are batched by the loop); answered with a
+    /// `result` frame.
+    Op(ClientFrame),
+    /// Acks the loop batched; no frame.
+    Acks(Vec<Uuid>),
+    /// The session's heartbeat event; no frame.
+    Heartbeat,
+}
+
+/// Runs `work` and returns the frame to answer with, if any.
+pub async fn run(gw: &Gateway, session: &SessionHandle, work: Work) -> Option<String> {
+    match work {
+        Work::Op(frame) => Some(op(gw, session, frame).await),
+        Work::Acks(ids) => {
+            commands::ack(gw, &session.tenant, &session.identity, Some(session), &ids).await;
+            None
+        }
+        Work::Heartbeat => {
+            record_heartbeat(gw, session).await;
+            None
+        }
+    }
+}
+
+/// The `result` frame of an `ack` op: acks are recorded with the session's next batch, so the
+/// answer only counts them.
+pub fn acked(reference: Option<&str>, n: usize) -> String {
+    frames::result_ok(reference, json!({ "acked": n }))
+}
+
+async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String {
     let reference = frame.reference.as_deref();
     let (tenant, identity) = (session.tenant.as_str(), session.identity.as_str());
     let result = match frame.op {
@@ -26,10 +61,10 @@ pub async fn run(gw: &Gateway, session: &SessionHandle, frame: ClientFrame, acks
         Op::Recall(Some(id)) => {
             commands::recall(gw, tenant, identity, id).await.map(|o| json!({ "outcome": o.as_str() }))
         }
+        // The loop batches acks; one that reaches here anyway is recorded at once.
         Op::Ack(ids) => {
-            let n = ids.len();
-            acks.extend(ids);
-            Ok(json!({ "acked": n }))
+            commands::ack(gw, tenant, identity, Some(session), &ids).await;
+            return acked(reference, ids.len());
         }
         Op::Fact { plugin, fact_type, state } => {
             commands::fact(gw, tenant, identity, &plugin, &fact_type, &state).await.map(|seq| json!({ "seq": seq }))
@@ -39,5 +74,14 @@ pub async fn run(gw: &Gateway, session: &SessionHandle, frame: ClientFrame, acks
     match result {
         Ok(v) => frames::result_ok(reference, v),
         Err(e) => frames::result_err(reference, &e),
+    }
+}
+
+pub async fn record_heartbeat(gw: &Gateway, handle: &SessionHandle) {
+    let body =
+        EventBody::SessionHeartbeat(SessionHeartbeat { session_id: handle.id, identity: handle.identity.clone() });
+    let event = Event::new(&handle.tenant, Some(handle.identity.clone()), Utc::now(), body);
+    if let Err(e) = gw.store().record(&event).await {
+        tracing::warn!(error = %e, session_id = %handle.id, "heartbeat could not be recorded");
     }
 }

@@ -21,6 +21,9 @@ use crate::auth::{bearer, Principal};
 use crate::error::ApiError;
 use crate::state::Gateway;
 
+/// Bytes read from a session's socket per read call (and what an idle session keeps).
+const READ_BUFFER_BYTES: usize = 2 * 1024;
+
 pub async fn upgrade(
     State(gw): State<Gateway>,
     Query(params): Query<HashMap<String, String>>,
@@ -38,6 +41,14 @@ pub async fn upgrade(
             let tasks = gw.tasks().clone();
             ws.max_message_size(limit)
                 .max_frame_size(limit)
+                // tungstenite's defaults (128 KiB read, 128 KiB write target) were most of an
+                // idle session's memory. The read buffer is only the per-read chunk: a larger
+                // frame reserves its full length once its header is read. Frames are written
+                // and flushed one at a time, so no write batching is lost.
+                .read_buffer_size(READ_BUFFER_BYTES)
+                .write_buffer_size(0)
+                // Bounds what piles up only if writes keep failing: two of the largest frames.
+                .max_write_buffer_size(2 * limit.max(READ_BUFFER_BYTES))
                 .on_upgrade(move |socket| tasks.track_future(session::serve(gw, socket, agent, kind)))
         }
         Err(e) => e.into_response(),

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use bus::event::{Event, EventBody, SessionClosed, SessionHeartbeat, SessionKind, SessionOpened, Surface};
+use bus::event::{Event, EventBody, SessionClosed, SessionKind, SessionOpened, Surface};
 use chrono::Utc;
-use futures::stream::SplitStream;
-use futures::{SinkExt, StreamExt};
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, SplitStream};
+use futures::{FutureExt, SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -22,12 +23,16 @@ use crate::error::ApiError;
 use crate::hub::{CloseReason, Control, SessionHandle};
 use crate::presence::Entry;
 use crate::state::Gateway;
-use crate::ws::frames::{self, Step};
-use crate::ws::{dispatch, writer};
-use crate::{commands, delivery, metrics};
+use crate::ws::dispatch::{self, Work};
+use crate::ws::frames::{self, ClientFrame, Op, Step};
+use crate::ws::writer;
+use crate::{delivery, metrics};
 
 /// How long a closing session waits for its writer to flush the close frame.
 const WRITER_GRACE: Duration = Duration::from_secs(2);
+/// Operations of one session running at once; a client's `send` window beyond this waits in
+/// its socket.
+const MAX_IN_FLIGHT: usize = 32;
 
 pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKind) {
     let cfg = gw.config().clone();
@@ -107,11 +112,24 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
     let mut last_seen = Instant::now();
     let mut heard_since_heartbeat = false;
     let mut acks: Vec<Uuid> = Vec::new();
+    // Operations run concurrently, so a client's pipelined sends overlap their round trips to
+    // the stream; their results (each carrying its `ref`) go out as they finish. Reading stops
+    // while `MAX_IN_FLIGHT` are running, which pushes back on the client through TCP.
+    // Boxed: an empty `FuturesUnordered` still allocates a stub task sized like its future,
+    // which every idle session would pay for.
+    let mut inflight: FuturesUnordered<BoxFuture<'_, Option<String>>> = FuturesUnordered::new();
 
     let reason = loop {
         tokio::select! {
             _ = handle.closing().cancelled() => break handle.reason().unwrap_or(CloseReason::Shutdown),
-            msg = stream.next() => {
+            Some(reply) = inflight.next(), if !inflight.is_empty() => {
+                if let Some(frame) = reply {
+                    if !handle.send(frame) {
+                        break handle.reason().unwrap_or(CloseReason::SlowConsumer);
+                    }
+                }
+            }
+            msg = stream.next(), if inflight.len() < MAX_IN_FLIGHT => {
                 let msg = match msg {
                     None => break CloseReason::ClientClosed,
                     Some(Err(e)) => break classify(&e),
@@ -128,7 +146,15 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
                         }
                         match frames::step(text.as_str()) {
                             Step::Reply(r) => r,
-                            Step::Run(frame) => dispatch::run(gw, handle, frame, &mut acks).await,
+                            Step::Run(ClientFrame { reference, op: Op::Ack(ids) }) => {
+                                let reply = dispatch::acked(reference.as_deref(), ids.len());
+                                acks.extend(ids);
+                                reply
+                            }
+                            Step::Run(frame) => {
+                                inflight.push(dispatch::run(gw, handle, Work::Op(frame)).boxed());
+                                continue;
+                            }
                         }
                     }
                     Message::Binary(_) => frames::result_err(
@@ -149,29 +175,26 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
                 let _ = handle.control.send(Control::Ping);
                 // At most one heartbeat event per interval, and only if the client was heard.
                 if std::mem::take(&mut heard_since_heartbeat) {
-                    record_heartbeat(gw, handle).await;
+                    inflight.push(dispatch::run(gw, handle, Work::Heartbeat).boxed());
                 }
             }
             _ = flush.tick(), if !acks.is_empty() => {
-                let ids = std::mem::take(&mut acks);
-                commands::ack(gw, &handle.tenant, &handle.identity, Some(handle.id), &ids).await;
+                inflight.push(dispatch::run(gw, handle, Work::Acks(std::mem::take(&mut acks))).boxed());
             }
         }
     };
-    // Acks received before the close still count: record them before `session.closed`.
+    // Operations already started finish (their appends may have happened; the client may
+    // still read the answer), and acks received before the close still count: both are
+    // recorded before `session.closed`.
     if !acks.is_empty() {
-        commands::ack(gw, &handle.tenant, &handle.identity, Some(handle.id), &acks).await;
+        inflight.push(dispatch::run(gw, handle, Work::Acks(acks)).boxed());
+    }
+    while let Some(reply) = inflight.next().await {
+        if let Some(frame) = reply {
+            handle.send(frame);
+        }
     }
     reason
-}
-
-async fn record_heartbeat(gw: &Gateway, handle: &SessionHandle) {
-    let body =
-        EventBody::SessionHeartbeat(SessionHeartbeat { session_id: handle.id, identity: handle.identity.clone() });
-    let event = Event::new(&handle.tenant, Some(handle.identity.clone()), Utc::now(), body);
-    if let Err(e) = gw.store().record(&event).await {
-        tracing::warn!(error = %e, session_id = %handle.id, "heartbeat could not be recorded");
-    }
 }
 
 /// A read error is an oversized frame (close 1009) or a connection that went away.

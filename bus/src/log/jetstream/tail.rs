@@ -2,20 +2,31 @@
 //! that matters, the next stream sequence to yield. The consumer is recreated from that number
 //! after any error, silence, delivery gap or reconnect, so the tail never skips or reorders.
 //!
+//! Pull requests overlap on one inbox: a new one is sent while the previous ones still have
+//! room and time, never after they ended. nats-server 2.9 sometimes lets a request expire
+//! without the 408 that says so; waiting for that answer stalled the tail until the silence
+//! timeout (4 s of events held back, seen as multi-second push latency).
+//!
 //! Deliberately does not retry forever with errors: unavailability is waited out (with logs),
 //! only an undecodable event is yielded as an error, once, and then passed.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, PullConsumer};
-use async_nats::jetstream::Context;
+use async_nats::jetstream::{self, Context};
+use async_nats::StatusCode;
 use futures::StreamExt;
+use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::{consumer_from, stored, FETCH_BATCH, TAIL_EXPIRES, TAIL_SILENCE};
 use crate::error::{Error, Result};
 use crate::log::Stored;
+
+/// A new pull request goes out once the newest is this old, well before it expires.
+const RENEW_AFTER: Duration = Duration::from_millis(TAIL_EXPIRES.as_millis() as u64 / 2);
 
 /// A tail's position and its current consumer. The consumer is disposable: `next` is the truth.
 pub(super) struct Tail {
@@ -25,7 +36,12 @@ pub(super) struct Tail {
     /// The sequence the next yielded event must have at least.
     next: u64,
     consumer: Option<PullConsumer>,
-    batch: Option<pull::Batch>,
+    /// The inbox every pull request of the current consumer answers to.
+    sub: Option<(async_nats::Subject, async_nats::Subscriber)>,
+    /// Pull requests not yet expired (by our clock, which is never later than the server's):
+    /// when each was sent and how many messages it may still bring, oldest first.
+    requests: VecDeque<(Instant, usize)>,
+    last_heard: Instant,
     /// Deliveries seen from the current consumer; its next delivery must be number `+ 1`.
     delivered: u64,
     /// The connection's connect count when the consumer was made: a reconnect may have lost
@@ -43,7 +59,9 @@ impl Tail {
             stream,
             next,
             consumer: None,
-            batch: None,
+            sub: None,
+            requests: VecDeque::new(),
+            last_heard: Instant::now(),
             delivered: 0,
             connects: 0,
             backoff: Duration::ZERO,
@@ -55,7 +73,30 @@ impl Tail {
             debug!(stream = %self.stream, next = self.next, why, "tail recreates its consumer");
         }
         self.consumer = None;
-        self.batch = None;
+        self.sub = None;
+        self.requests.clear();
+    }
+
+    /// Sends a pull request if the live ones may run out (of room or of time) soon. Counting
+    /// each message against the oldest request understates what is left whatever order the
+    /// server fills them in, so this errs towards asking early.
+    async fn top_up(&mut self) -> std::result::Result<(), String> {
+        let now = Instant::now();
+        while self.requests.front().is_some_and(|(at, _)| now.duration_since(*at) >= TAIL_EXPIRES) {
+            self.requests.pop_front();
+        }
+        let room: usize = self.requests.iter().map(|(_, n)| n).sum();
+        let fresh = self.requests.back().is_some_and(|(at, _)| now.duration_since(*at) < RENEW_AFTER);
+        if fresh && room >= FETCH_BATCH / 2 {
+            return Ok(());
+        }
+        let (Some(consumer), Some((inbox, _))) = (self.consumer.as_ref(), self.sub.as_ref()) else {
+            return Err("no consumer".into());
+        };
+        let request = pull::BatchConfig { batch: FETCH_BATCH, expires: Some(TAIL_EXPIRES), ..Default::default() };
+        consumer.request_batch(request, inbox.clone()).await.map_err(|e| e.to_string())?;
+        self.requests.push_back((now, FETCH_BATCH));
+        Ok(())
     }
 
     async fn pause(&mut self) {
@@ -83,51 +124,79 @@ impl Tail {
                     }
                 }
             }
-            if self.batch.is_none() {
-                let Some(consumer) = self.consumer.as_ref() else { continue };
-                match consumer.batch().max_messages(FETCH_BATCH).expires(TAIL_EXPIRES).messages().await {
-                    Ok(b) => self.batch = Some(b),
+            if self.sub.is_none() {
+                let inbox = async_nats::Subject::from(self.client.new_inbox());
+                match self.client.subscribe(inbox.clone()).await {
+                    Ok(sub) => {
+                        self.sub = Some((inbox, sub));
+                        self.last_heard = Instant::now();
+                    }
                     Err(e) => {
-                        warn!(stream = %self.stream, error = %e, "tail cannot pull");
-                        self.reset("pull failed");
+                        warn!(stream = %self.stream, error = %e, "tail cannot subscribe");
+                        self.reset("subscribe failed");
                         self.pause().await;
                         continue;
                     }
                 }
             }
-            let Some(batch) = self.batch.as_mut() else { continue };
-            match tokio::time::timeout(TAIL_SILENCE, batch.next()).await {
-                Ok(Some(Ok(msg))) => {
-                    let (seq, delivery) = match msg.info() {
-                        Ok(i) => (i.stream_sequence, i.consumer_sequence),
-                        Err(e) => {
-                            self.reset("unreadable metadata");
-                            return Err(Error::Decode(format!("consumer message metadata: {e}")));
-                        }
-                    };
-                    if delivery != self.delivered + 1 {
-                        // A delivery went missing (e.g. into a dropped subscription): go back.
-                        self.reset("delivery gap");
-                        continue;
-                    }
-                    self.delivered = delivery;
-                    if seq < self.next {
-                        continue;
-                    }
-                    // Advance before decoding: an undecodable event is reported once, then passed.
-                    self.next = seq + 1;
-                    self.backoff = Duration::ZERO;
-                    return stored(seq, msg.subject.as_str(), &msg.payload);
+            if let Err(e) = self.top_up().await {
+                warn!(stream = %self.stream, error = %e, "tail cannot pull");
+                self.reset("pull failed");
+                self.pause().await;
+                continue;
+            }
+            // Wake to renew the request in time, or to give up on a consumer that went silent.
+            let renew = self.requests.back().map_or(Instant::now(), |(at, _)| *at + RENEW_AFTER);
+            let wake = renew.min(self.last_heard + TAIL_SILENCE);
+            let Some((_, sub)) = self.sub.as_mut() else { continue };
+            let msg = match tokio::time::timeout_at(wake, sub.next()).await {
+                Ok(Some(msg)) => msg,
+                Ok(None) => {
+                    self.reset("subscription closed");
+                    continue;
                 }
-                // The pull request ended (filled or expired): ask again on the same consumer.
-                Ok(None) => self.batch = None,
-                Ok(Some(Err(e))) => {
-                    debug!(stream = %self.stream, error = %e, "tail pull failed");
+                Err(_) if self.last_heard.elapsed() >= TAIL_SILENCE => {
+                    self.reset("silence");
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            self.last_heard = Instant::now();
+            match msg.status {
+                None | Some(StatusCode::OK) => {}
+                // A request that expired or idles: its successors are already waiting.
+                Some(StatusCode::TIMEOUT | StatusCode::NOT_FOUND | StatusCode::IDLE_HEARTBEAT) => continue,
+                Some(status) => {
+                    debug!(stream = %self.stream, %status, "tail pull failed");
                     self.reset("pull error");
                     self.pause().await;
+                    continue;
                 }
-                Err(_) => self.reset("silence"),
             }
+            if let Some((_, room)) = self.requests.iter_mut().find(|(_, n)| *n > 0) {
+                *room -= 1;
+            }
+            let msg = jetstream::Message { message: msg, context: self.js.clone() };
+            let (seq, delivery) = match msg.info() {
+                Ok(i) => (i.stream_sequence, i.consumer_sequence),
+                Err(e) => {
+                    self.reset("unreadable metadata");
+                    return Err(Error::Decode(format!("consumer message metadata: {e}")));
+                }
+            };
+            if delivery != self.delivered + 1 {
+                // A delivery went missing (e.g. into a dropped subscription): go back.
+                self.reset("delivery gap");
+                continue;
+            }
+            self.delivered = delivery;
+            if seq < self.next {
+                continue;
+            }
+            // Advance before decoding: an undecodable event is reported once, then passed.
+            self.next = seq + 1;
+            self.backoff = Duration::ZERO;
+            return stored(seq, msg.subject.as_str(), &msg.payload);
         }
     }
 }
