@@ -193,6 +193,10 @@ pub struct SignalSent {
     pub dedupe_key: Option<String>,
     #[serde(default)]
     pub redacted: Vec<String>,
+    /// The session the send resolved to (the recipient's freshest live session), as the send
+    /// answered it; `None` when queued offline. Recorded so a dedupe repeat answers the same.
+    #[serde(default)]
+    pub resolved_to_session: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

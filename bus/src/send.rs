@@ -136,6 +136,7 @@ pub fn decide_send(
         correlation_id: req.correlation_id,
         dedupe_key: req.dedupe_key,
         redacted,
+        resolved_to_session: None,
     })))
 }
 

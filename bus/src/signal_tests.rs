@@ -32,6 +32,7 @@ fn sent() -> EventBody {
         correlation_id: None,
         dedupe_key: None,
         redacted: vec![],
+        resolved_to_session: None,
     }))
 }
 

@@ -49,6 +49,7 @@ fn samples() -> Vec<Event> {
             correlation_id: Some("corr-1".into()),
             dedupe_key: Some("k1".into()),
             redacted: vec!["token".into()],
+            resolved_to_session: None,
         })),
         EventBody::SignalBounced(SignalBounced {
             signal_id: sig,

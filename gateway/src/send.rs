@@ -32,8 +32,15 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
         }
         Err(e) => return Err(e.into()),
     };
-    let (signal_id, bounced_state) = match &decision {
-        SendDecision::Accepted(s) => (s.signal_id, None),
+    let mut decision = decision;
+    let (signal_id, bounced_state) = match &mut decision {
+        SendDecision::Accepted(s) => {
+            // Recorded with the send, so a dedupe repeat answers the session the original did.
+            if s.publish_path != PublishPath::QueuedOffline {
+                s.resolved_to_session = resolution.resolved.as_ref().map(|(id, _)| *id);
+            }
+            (s.signal_id, None)
+        }
         SendDecision::Bounced(b) => (b.signal_id, Some(b.recipient_state)),
     };
     let recorded = gw.store().record_send(tenant, from, decision, now).await?;
@@ -44,11 +51,7 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
         (Some(sent), _) => {
             metrics::sent(&cfg.types, &sent.signal_type, sent.delivery_class, sent.recipient_state, sent.publish_path);
             let (delivered, queued) = wire::fresh_flags(sent.publish_path);
-            let resolved = match sent.publish_path {
-                PublishPath::QueuedOffline => None,
-                _ => resolution.resolved.map(|(id, _)| id),
-            };
-            Ok(wire::SendResponse { sent, delivered, queued, resolved_to_session: resolved }.to_json())
+            Ok(wire::SendResponse { sent, delivered, queued, resolved_to_session: sent.resolved_to_session }.to_json())
         }
         (None, true) => {
             let state = match bounced_state {
@@ -73,7 +76,7 @@ async fn repeat(
         let delivered = matches!(state.status, Status::Delivered { .. })
             || (sent.publish_path == PublishPath::PushedToWs && state.status == Status::Pending);
         let queued = !delivered && state.status == Status::Pending;
-        let resolved = state.last_delivery.as_ref().and_then(|d| d.session_id);
+        let resolved = state.last_delivery.as_ref().and_then(|d| d.session_id).or(sent.resolved_to_session);
         return Ok(wire::SendResponse { sent, delivered, queued, resolved_to_session: resolved }.to_json());
     }
     if state.bounced {

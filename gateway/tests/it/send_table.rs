@@ -199,3 +199,18 @@ async fn dedupe_key_returns_the_original_and_creates_nothing() {
     let (_, v4) = bus.send(&carol, json!({"to": "bob", "type": "TaskAssigned", "dedupe_key": "job-7"})).await;
     assert_ne!(v4["signal_id"], v1["signal_id"]);
 }
+
+#[tokio::test]
+async fn a_dedupe_repeat_answers_the_session_the_original_resolved_to() {
+    let bus = Bus::start().await;
+    let alice = bus.register("alice").await;
+    let bob = bus.register("bob").await;
+    let (s, session) = bus.call("POST", Some(&bob), "/v1/sessions", Some(json!({"kind": "shim"}))).await;
+    assert_eq!(s, 200, "{session}");
+    let body = json!({"to": "bob", "type": "StatusUpdate", "dedupe_key": "pb-1"});
+    let (_, v1) = bus.send(&alice, body.clone()).await;
+    assert_eq!(v1["publish_path"], "buffered_for_piggyback");
+    assert_eq!(v1["resolved_to_session"], session["session_id"]);
+    let (_, v2) = bus.send(&alice, body).await;
+    assert_eq!(v2, v1, "still pending: the repeat answers exactly the original");
+}

@@ -167,6 +167,7 @@ pub fn sent(id: Uuid, from: &str, to: &str, category: Category, at: DateTime<Utc
             correlation_id: Some(format!("corr-{}", id.simple())),
             dedupe_key: None,
             redacted: vec!["token".into()],
+            resolved_to_session: None,
         })),
     )
 }
