@@ -207,34 +207,55 @@ impl SessionHandle {
     }
 }
 
+/// The sessions by id, and the same sessions by `(tenant, identity)`: every `signal.sent` the
+/// tail reads asks for the recipient's sessions, which must not cost a scan of all of them.
+#[derive(Debug, Default)]
+struct Sessions {
+    by_id: HashMap<Uuid, Arc<SessionHandle>>,
+    by_identity: HashMap<(String, String), Vec<Arc<SessionHandle>>>,
+}
+
 #[derive(Debug, Default)]
 pub struct Hub {
-    sessions: RwLock<HashMap<Uuid, Arc<SessionHandle>>>,
+    sessions: RwLock<Sessions>,
 }
 
 impl Hub {
     pub fn insert(&self, s: Arc<SessionHandle>) {
-        self.sessions.write().unwrap().insert(s.id, s);
+        let mut all = self.sessions.write().unwrap();
+        if let Some(old) = all.by_id.insert(s.id, s.clone()) {
+            Self::unindex(&mut all, &old);
+        }
+        all.by_identity.entry((s.tenant.clone(), s.identity.clone())).or_default().push(s);
     }
 
     pub fn remove(&self, id: Uuid) {
-        self.sessions.write().unwrap().remove(&id);
+        let mut all = self.sessions.write().unwrap();
+        if let Some(old) = all.by_id.remove(&id) {
+            Self::unindex(&mut all, &old);
+        }
+    }
+
+    fn unindex(all: &mut Sessions, s: &Arc<SessionHandle>) {
+        let key = (s.tenant.clone(), s.identity.clone());
+        if let Some(list) = all.by_identity.get_mut(&key) {
+            list.retain(|x| !Arc::ptr_eq(x, s));
+            if list.is_empty() {
+                all.by_identity.remove(&key);
+            }
+        }
     }
 
     pub fn get(&self, id: Uuid) -> Option<Arc<SessionHandle>> {
-        self.sessions.read().unwrap().get(&id).cloned()
+        self.sessions.read().unwrap().by_id.get(&id).cloned()
     }
 
     /// This process's open sessions of an identity, freshest first.
     pub fn of_identity(&self, tenant: &str, identity: &str) -> Vec<Arc<SessionHandle>> {
-        let mut out: Vec<_> = self
-            .sessions
-            .read()
-            .unwrap()
-            .values()
-            .filter(|s| s.tenant == tenant && s.identity == identity && !s.is_closing())
-            .cloned()
-            .collect();
+        let all = self.sessions.read().unwrap();
+        let Some(list) = all.by_identity.get(&(tenant.to_string(), identity.to_string())) else { return Vec::new() };
+        let mut out: Vec<_> = list.iter().filter(|s| !s.is_closing()).cloned().collect();
+        drop(all);
         out.sort_by_key(|s| std::cmp::Reverse(s.last_seen()));
         out
     }
@@ -249,12 +270,12 @@ impl Hub {
     }
 
     pub fn close_all(&self, reason: CloseReason) {
-        for s in self.sessions.read().unwrap().values() {
+        for s in self.sessions.read().unwrap().by_id.values() {
             s.close(reason);
         }
     }
 
     pub fn len(&self) -> usize {
-        self.sessions.read().unwrap().len()
+        self.sessions.read().unwrap().by_id.len()
     }
 }

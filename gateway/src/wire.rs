@@ -109,27 +109,34 @@ pub fn bounce(signal_id: Uuid, recipient_state: RecipientState) -> ApiError {
     ApiError::RecipientUnavailable { recipient_state, signal_id }
 }
 
-/// The push frame (CONTRACT §5).
+/// The push frame (CONTRACT §5). Written by hand rather than through a `Value`: the payload is
+/// stored as JSON text already, and parsing it only to print it again was a per-delivery cost.
+/// Keys come out in the order a `Value` prints them (sorted), so the frame is byte-for-byte what
+/// it was; a stored payload that is not valid JSON still goes out as `null`.
 pub fn signal_frame(s: &SignalSent, redelivered: bool) -> String {
-    let payload: Value = serde_json::from_str(&s.payload).unwrap_or(Value::Null);
-    json!({
-        "op": "signal",
-        "signal": {
-            "id": s.signal_id,
-            "from": s.from,
-            "to": s.to,
-            "type": s.signal_type,
-            "category": s.category.as_str(),
-            "priority": s.priority,
-            "payload": payload,
-            "delivery_class": s.delivery_class.as_str(),
-            "created_at": ts(s.created_at),
-            "expires_at": ts(s.expires_at),
-            "correlation_id": s.correlation_id,
-            "redelivered": redelivered,
-        }
-    })
-    .to_string()
+    use std::fmt::Write;
+    let str_json = |v: &str| Value::from(v).to_string();
+    let payload =
+        if serde_json::from_str::<serde::de::IgnoredAny>(&s.payload).is_ok() { s.payload.as_str() } else { "null" };
+    let correlation = s.correlation_id.as_deref().map_or_else(|| "null".to_string(), str_json);
+    let mut out = String::with_capacity(300 + s.payload.len());
+    let _ = write!(
+        out,
+        r#"{{"op":"signal","signal":{{"category":{},"correlation_id":{},"created_at":"{}","delivery_class":{},"expires_at":"{}","from":{},"id":"{}","payload":{},"priority":{},"redelivered":{},"to":{},"type":{}}}}}"#,
+        str_json(s.category.as_str()),
+        correlation,
+        ts(s.created_at),
+        str_json(s.delivery_class.as_str()),
+        ts(s.expires_at),
+        str_json(&s.from),
+        s.signal_id,
+        payload,
+        s.priority,
+        redelivered,
+        str_json(&s.to),
+        str_json(&s.signal_type),
+    );
+    out
 }
 
 /// A pending signal as the inbox lists it: the push frame's `signal` object (CONTRACT §5),
@@ -185,6 +192,43 @@ mod tests {
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn push_frames_match_the_value_encoding() {
+        let now = Utc::now();
+        let mut sent = SignalSent {
+            signal_id: Uuid::new_v4(),
+            from: "al\"ice".into(),
+            to: "bob".into(),
+            signal_type: "StatusUpdate".into(),
+            category: bus::catalog::Category::Blocker,
+            priority: 3,
+            payload: json!({"z": 1, "a": ["x\n", {"k": null}]}).to_string(),
+            delivery_class: DeliveryClass::Async,
+            created_at: now,
+            expires_at: now,
+            recipient_state: RecipientState::Available,
+            publish_path: bus::event::PublishPath::PushedToWs,
+            correlation_id: Some("c-1".into()),
+            dedupe_key: None,
+            redacted: vec![],
+            resolved_to_session: None,
+        };
+        let expected = |s: &SignalSent, p: Value, r: bool| {
+            json!({"op": "signal", "signal": {
+                "id": s.signal_id, "from": s.from, "to": s.to, "type": s.signal_type,
+                "category": s.category.as_str(), "priority": s.priority, "payload": p,
+                "delivery_class": s.delivery_class.as_str(), "created_at": ts(s.created_at),
+                "expires_at": ts(s.expires_at), "correlation_id": s.correlation_id, "redelivered": r,
+            }})
+            .to_string()
+        };
+        let p: Value = serde_json::from_str(&sent.payload).unwrap();
+        assert_eq!(signal_frame(&sent, true), expected(&sent, p, true));
+        sent.correlation_id = None;
+        sent.payload = "{not json".into();
+        assert_eq!(signal_frame(&sent, false), expected(&sent, Value::Null, false));
     }
 
     #[test]

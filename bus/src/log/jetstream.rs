@@ -41,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::event::{Event, Subjects};
 use crate::log::{Appended, EventLog, Expect, Stored};
 
+mod fanout;
 mod tail;
 
 /// How long JetStream remembers an event id to drop a retried append.
@@ -83,6 +84,8 @@ pub struct JetStreamLog {
     /// The consumer the last `read` left positioned at the next sequence, so a reader paging
     /// through the stream (the projector) pays for one consumer, not one per page.
     cursor: Mutex<Option<Cursor>>,
+    /// The upstream every `tail` of this log shares, started by the first one.
+    fanout: std::sync::Mutex<Option<fanout::Fanout>>,
 }
 
 /// A `read` consumer standing at `next`. A fetch from a consumer the server no longer has
@@ -163,7 +166,7 @@ impl JetStreamLog {
             stream = js.get_stream(&config.stream).await.map_err(|e| unavailable("cannot open stream", e))?;
         }
         debug!(stream = %config.stream, prefix = subjects.prefix(), "jetstream log opened");
-        Ok(JetStreamLog { client, js, stream, subjects, cursor: Mutex::new(None) })
+        Ok(JetStreamLog { client, js, stream, subjects, cursor: Mutex::new(None), fanout: Default::default() })
     }
 
     /// Flushes and drops the connection.
@@ -353,12 +356,24 @@ impl EventLog for JetStreamLog {
     }
 
     async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Stored>>> {
-        let state = tail::Tail::new(self.js.clone(), self.client.clone(), self.stream_name().to_string(), from_seq);
-        Ok(futures::stream::unfold(state, |mut t| async move {
-            let item = t.next_event().await;
-            Some((item, t))
-        })
-        .boxed())
+        let source =
+            fanout::Source { js: self.js.clone(), client: self.client.clone(), stream: self.stream_name().to_string() };
+        // Asked before the lock (it is a round trip); a stale answer only makes the upstream
+        // start earlier than needed.
+        let live_from = if self.fanout.lock().unwrap().as_ref().is_some_and(fanout::Fanout::is_running) {
+            0
+        } else {
+            self.last_seq().await? + 1
+        };
+        let sub = {
+            let mut shared = self.fanout.lock().unwrap();
+            if !shared.as_ref().is_some_and(fanout::Fanout::is_running) {
+                *shared = Some(fanout::Fanout::start(&source, live_from.max(1)));
+            }
+            shared.as_ref().map(|f| f.subscribe(source, from_seq))
+        };
+        let Some(sub) = sub else { return Err(Error::Unavailable("the shared tail did not start".into())) };
+        Ok(futures::stream::unfold(sub, |mut s| async move { s.next_event().await.map(|item| (item, s)) }).boxed())
     }
 
     async fn last_seq(&self) -> Result<u64> {

@@ -68,6 +68,11 @@ impl Tail {
         }
     }
 
+    /// The sequence the next yielded event will have at least.
+    pub(super) fn position(&self) -> u64 {
+        self.next
+    }
+
     fn reset(&mut self, why: &str) {
         if self.consumer.is_some() {
             debug!(stream = %self.stream, next = self.next, why, "tail recreates its consumer");

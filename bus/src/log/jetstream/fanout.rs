@@ -1,0 +1,182 @@
+//! One stream tail shared by every tail of this process (gateway follower, projector, sweeper):
+//! a single upstream consumer decodes each event once and broadcasts it; each subscriber keeps
+//! its own position and reads from the broadcast while it is live.
+//!
+//! Why: every private tail costs nats-server one delivery per event and this process one
+//! MessagePack decode per event, so three in-process tails tripled both (the largest per-event
+//! costs after the appends themselves, in the throughput profile).
+//!
+//! Deliberately lossy towards the slow: the broadcast is bounded, and a subscriber that falls
+//! behind it (lag, a start before the live position, an event the upstream could not decode)
+//! reads from a private `Tail` from its own position until it meets the broadcast again. So
+//! the guarantees of a private tail (every sequence from `from`, in order, no gaps; an
+//! undecodable event yielded as an error once, then passed) hold unchanged, and a slow reader
+//! (the projector during a commit) never holds back a fast one (the gateway's pushes).
+
+use std::sync::Arc;
+
+use async_nats::jetstream::Context;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::task::AbortHandle;
+
+use super::tail::Tail;
+use crate::error::Result;
+use crate::log::Stored;
+
+/// Events the broadcast holds for a subscriber that is busy (the projector applying a batch
+/// takes tens of milliseconds); past that it catches up on a private tail. Kept modest: the
+/// ring keeps its last `CAPACITY` events alive, which an idle bus pays for in memory.
+const CAPACITY: usize = 4096;
+
+/// Where subscribers come from: the broadcast and the sequence its upstream started at.
+pub(super) struct Fanout {
+    tx: broadcast::Sender<Arc<Stored>>,
+    live_from: u64,
+    upstream: AbortHandle,
+}
+
+impl Drop for Fanout {
+    fn drop(&mut self) {
+        self.upstream.abort();
+    }
+}
+
+/// What a subscriber needs to open a private tail.
+#[derive(Clone)]
+pub(super) struct Source {
+    pub js: Context,
+    pub client: async_nats::Client,
+    pub stream: String,
+}
+
+impl Source {
+    fn tail(&self, from: u64) -> Tail {
+        Tail::new(self.js.clone(), self.client.clone(), self.stream.clone(), from)
+    }
+}
+
+impl Fanout {
+    /// Starts the shared upstream at `live_from` (the stream's next sequence).
+    pub(super) fn start(source: &Source, live_from: u64) -> Fanout {
+        let (tx, _) = broadcast::channel(CAPACITY);
+        let sender = tx.clone();
+        let mut upstream = source.tail(live_from);
+        let task = tokio::spawn(async move {
+            loop {
+                // An undecodable event is skipped here: subscribers see the gap and read it on
+                // a private tail, which reports it to each of them once.
+                if let Ok(stored) = upstream.next_event().await {
+                    // No receivers right now is fine: a later subscriber starts behind and
+                    // catches up on its own tail.
+                    let _ = sender.send(Arc::new(stored));
+                }
+            }
+        });
+        Fanout { tx, live_from, upstream: task.abort_handle() }
+    }
+
+    pub(super) fn is_running(&self) -> bool {
+        !self.upstream.is_finished()
+    }
+
+    pub(super) fn subscribe(&self, source: Source, from: u64) -> Subscriber {
+        let from = from.max(1);
+        // Subscribed before anything is read, so nothing broadcast from now on is missed.
+        let rx = self.tx.subscribe();
+        let private = (from < self.live_from).then(|| source.tail(from));
+        Subscriber { source, rx, next: from, ahead: None, private }
+    }
+}
+
+/// What one wait of a subscriber produced.
+#[allow(clippy::large_enum_variant)] // one lives on the stack per wait, never in a collection
+enum Got {
+    Private(Result<Stored>),
+    Shared(std::result::Result<Arc<Stored>, RecvError>),
+}
+
+/// One tail's view of the shared stream.
+pub(super) struct Subscriber {
+    source: Source,
+    rx: broadcast::Receiver<Arc<Stored>>,
+    /// The sequence the next yielded event must have.
+    next: u64,
+    /// A broadcast event past `next`: until `next` reaches it, events come from `private`.
+    ahead: Option<Arc<Stored>>,
+    private: Option<Tail>,
+}
+
+impl Subscriber {
+    /// The next event, or `None` if the shared upstream is gone (the caller tails again).
+    pub(super) async fn next_event(&mut self) -> Option<Result<Stored>> {
+        loop {
+            if let Some(a) = &self.ahead {
+                if a.seq < self.next {
+                    self.ahead = None;
+                    continue;
+                }
+                if a.seq == self.next {
+                    // Caught up with the broadcast: the private tail is no longer needed.
+                    self.private = None;
+                    let a = self.ahead.take()?;
+                    return Some(Ok(self.yielded(&a)));
+                }
+            }
+            let got = match (self.private.as_mut(), self.ahead.is_some()) {
+                // Behind a known broadcast event: only the private tail can close the gap.
+                (Some(tail), true) => Got::Private(tail.next_event().await),
+                // Behind, and the broadcast's position is not known yet: whichever answers
+                // first (the broadcast's first event ends the catch-up once `next` meets it).
+                (Some(tail), false) => tokio::select! {
+                    item = tail.next_event() => Got::Private(item),
+                    r = self.rx.recv() => Got::Shared(r),
+                },
+                (None, _) => Got::Shared(self.rx.recv().await),
+            };
+            match got {
+                Got::Private(item) => {
+                    if let Some(out) = self.took_private(item) {
+                        return Some(out);
+                    }
+                }
+                Got::Shared(Ok(s)) if s.seq < self.next => {}
+                Got::Shared(Ok(s)) if s.seq == self.next && self.private.is_none() => {
+                    return Some(Ok(self.yielded(&s)));
+                }
+                Got::Shared(Ok(s)) => {
+                    if self.private.is_none() {
+                        tracing::debug!(next = self.next, at = s.seq, "shared tail fell behind; catching up privately");
+                        self.private = Some(self.source.tail(self.next));
+                    }
+                    self.ahead = Some(s);
+                }
+                // The next event received is past `next`, which starts the catch-up.
+                Got::Shared(Err(RecvError::Lagged(_))) => {}
+                Got::Shared(Err(RecvError::Closed)) => return None,
+            }
+        }
+    }
+
+    fn yielded(&mut self, s: &Stored) -> Stored {
+        self.next = s.seq + 1;
+        s.clone()
+    }
+
+    /// Handles what the private tail yielded: an event at or past `next`, or an error (the
+    /// private tail has already moved past an undecodable event).
+    fn took_private(&mut self, item: Result<Stored>) -> Option<Result<Stored>> {
+        match item {
+            Ok(s) if s.seq < self.next => None,
+            Ok(s) => {
+                self.next = s.seq + 1;
+                Some(Ok(s))
+            }
+            Err(e) => {
+                if let Some(tail) = &self.private {
+                    self.next = self.next.max(tail.position());
+                }
+                Some(Err(e))
+            }
+        }
+    }
+}
