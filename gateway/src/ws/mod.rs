@@ -23,6 +23,9 @@ use crate::state::Gateway;
 
 /// Bytes read from a session's socket per read call (and what an idle session keeps).
 const READ_BUFFER_BYTES: usize = 2 * 1024;
+/// Frames buffered before tungstenite writes them out even without a flush (`writer.rs`
+/// flushes after each burst).
+const WRITE_BATCH_BYTES: usize = 16 * 1024;
 
 pub async fn upgrade(
     State(gw): State<Gateway>,
@@ -43,10 +46,11 @@ pub async fn upgrade(
                 .max_frame_size(limit)
                 // tungstenite's defaults (128 KiB read, 128 KiB write target) were most of an
                 // idle session's memory. The read buffer is only the per-read chunk: a larger
-                // frame reserves its full length once its header is read. Frames are written
-                // and flushed one at a time, so no write batching is lost.
+                // frame reserves its full length once its header is read. Writes collect up to
+                // `WRITE_BATCH_BYTES` of a burst of frames before the writer's flush; an idle
+                // session never fills it, so it keeps only what its largest write needed.
                 .read_buffer_size(READ_BUFFER_BYTES)
-                .write_buffer_size(0)
+                .write_buffer_size(WRITE_BATCH_BYTES)
                 // Bounds what piles up only if writes keep failing: two of the largest frames.
                 .max_write_buffer_size(2 * limit.max(READ_BUFFER_BYTES))
                 .on_upgrade(move |socket| tasks.track_future(session::serve(gw, socket, agent, kind)))
