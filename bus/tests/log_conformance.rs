@@ -155,6 +155,10 @@ async fn tail_after_catch_up_has_no_gap<B: Backend>() {
     log.append(&late, Expect::Any).await.unwrap();
     assert_eq!(next_of(&mut from_start).await.event.event_id, late.event_id);
     assert_eq!(next_of(&mut tail).await.event.event_id, late.event_id);
+    // A tail opened again behind what was already followed live (a reader resuming after an
+    // error) gets the stored events without waiting for another append.
+    let mut resumed = log.tail(220).await.unwrap();
+    assert_eq!(seqs(&[next_of(&mut resumed).await, next_of(&mut resumed).await]), vec![220, 221]);
 }
 
 async fn survives_reopen<B: Backend>() {

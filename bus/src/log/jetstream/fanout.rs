@@ -13,6 +13,7 @@
 //! undecodable event yielded as an error once, then passed) hold unchanged, and a slow reader
 //! (the projector during a commit) never holds back a fast one (the gateway's pushes).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_nats::jetstream::Context;
@@ -31,7 +32,9 @@ const CAPACITY: usize = 4096;
 /// Where subscribers come from: the broadcast and the sequence its upstream started at.
 pub(super) struct Fanout {
     tx: broadcast::Sender<Arc<Stored>>,
-    live_from: u64,
+    /// The newest sequence the upstream has broadcast (or is about to): a subscriber starting
+    /// at or before it would never receive those events from the broadcast.
+    last_sent: Arc<AtomicU64>,
     upstream: AbortHandle,
 }
 
@@ -60,19 +63,23 @@ impl Fanout {
     pub(super) fn start(source: &Source, live_from: u64) -> Fanout {
         let (tx, _) = broadcast::channel(CAPACITY);
         let sender = tx.clone();
+        let last_sent = Arc::new(AtomicU64::new(live_from.saturating_sub(1)));
+        let sent = last_sent.clone();
         let mut upstream = source.tail(live_from);
         let task = tokio::spawn(async move {
             loop {
                 // An undecodable event is skipped here: subscribers see the gap and read it on
                 // a private tail, which reports it to each of them once.
                 if let Ok(stored) = upstream.next_event().await {
+                    // Stored before the send, read after a subscribe: see `subscribe`.
+                    sent.store(stored.seq, Ordering::SeqCst);
                     // No receivers right now is fine: a later subscriber starts behind and
                     // catches up on its own tail.
                     let _ = sender.send(Arc::new(stored));
                 }
             }
         });
-        Fanout { tx, live_from, upstream: task.abort_handle() }
+        Fanout { tx, last_sent, upstream: task.abort_handle() }
     }
 
     pub(super) fn is_running(&self) -> bool {
@@ -81,9 +88,12 @@ impl Fanout {
 
     pub(super) fn subscribe(&self, source: Source, from: u64) -> Subscriber {
         let from = from.max(1);
-        // Subscribed before anything is read, so nothing broadcast from now on is missed.
+        // Subscribed before the position is read: whatever was broadcast before the subscribe
+        // is at most `last_sent`, and a start at or before that catches up privately (waiting
+        // for the broadcast to reveal the gap would stall on a quiet stream).
         let rx = self.tx.subscribe();
-        let private = (from < self.live_from).then(|| source.tail(from));
+        let behind = from <= self.last_sent.load(Ordering::SeqCst);
+        let private = behind.then(|| source.tail(from));
         Subscriber { source, rx, next: from, ahead: None, private }
     }
 }
