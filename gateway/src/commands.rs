@@ -75,17 +75,31 @@ async fn ack_one(
     gw.store().execute(tenant, id, &command, by, now).await.map(|_| ())
 }
 
-/// Appends a plugin fact for `by` and returns its per-plugin `seq`.
+/// Who records a plugin fact: an agent, for the plugins it owns, or the admin, for any.
+#[derive(Debug, Clone, Copy)]
+pub enum FactAuthor<'a> {
+    Agent(&'a str),
+    Admin,
+}
+
+/// `recorded_by` of facts the admin records.
+pub const ADMIN_RECORDER: &str = "admin";
+
+/// Appends a plugin fact for `author` and returns its per-plugin `seq`.
 pub async fn fact(
     gw: &Gateway,
     tenant: &str,
-    by: &str,
+    author: FactAuthor<'_>,
     plugin: &str,
     fact_type: &str,
     state: &Value,
 ) -> Result<u64, ApiError> {
+    let by = match author {
+        FactAuthor::Agent(identity) => identity,
+        FactAuthor::Admin => ADMIN_RECORDER,
+    };
     validate_plugin(plugin)?;
-    if !plugin_owned_by(plugin, by) {
+    if matches!(author, FactAuthor::Agent(_)) && !plugin_owned_by(plugin, by) {
         return Err(ApiError::Forbidden(format!("{by} may only record facts for the plugins {by:?} and \"{by}/...\"")));
     }
     if fact_type.is_empty() || fact_type.chars().count() > 128 {

@@ -14,14 +14,11 @@ use bus::names::validate_plugin;
 use serde_json::{json, Value};
 
 use crate::auth::{Authed, Principal};
-use crate::commands;
+use crate::commands::{self, FactAuthor};
 use crate::error::ApiError;
 use crate::http::{json_object, only_fields, opt_str};
 use crate::state::Gateway;
 use crate::wire::ts;
-
-/// The bus's own actor name for facts the admin records.
-const ADMIN_ACTOR: &str = "signalbus";
 
 fn tenant_of(gw: &Gateway, principal: &Principal, q: &HashMap<String, String>) -> Result<String, ApiError> {
     match principal {
@@ -54,15 +51,11 @@ pub async fn record(
     only_fields(&map, &["fact_type", "state"])?;
     let fact_type = opt_str(&map, "fact_type")?.ok_or_else(|| ApiError::invalid("fact_type is required"))?;
     let state = map.get("state").ok_or_else(|| ApiError::invalid("state is required"))?;
-    let seq = match &principal {
-        Principal::Agent(a) => commands::fact(&gw, &tenant, &a.identity, &plugin, fact_type, state).await?,
-        // The admin may record for any plugin; it is checked as the owner of the name itself.
-        Principal::Admin => {
-            validate_plugin(&plugin)?;
-            let owner = plugin.split('/').next().unwrap_or(ADMIN_ACTOR).to_string();
-            commands::fact(&gw, &tenant, &owner, &plugin, fact_type, state).await?
-        }
+    let author = match &principal {
+        Principal::Agent(a) => FactAuthor::Agent(&a.identity),
+        Principal::Admin => FactAuthor::Admin,
     };
+    let seq = commands::fact(&gw, &tenant, author, &plugin, fact_type, state).await?;
     Ok(Json(json!({ "seq": seq })))
 }
 

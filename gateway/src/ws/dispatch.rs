@@ -67,7 +67,9 @@ async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String
             return acked(reference, ids.len());
         }
         Op::Fact { plugin, fact_type, state } => {
-            commands::fact(gw, tenant, identity, &plugin, &fact_type, &state).await.map(|seq| json!({ "seq": seq }))
+            commands::fact(gw, tenant, commands::FactAuthor::Agent(identity), &plugin, &fact_type, &state)
+                .await
+                .map(|seq| json!({ "seq": seq }))
         }
         Op::Ping => return frames::pong(reference),
     };

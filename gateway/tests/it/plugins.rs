@@ -59,3 +59,20 @@ async fn facts_are_owned_sequenced_and_mirrored_into_state() {
     assert_eq!(s, 200);
     assert_eq!((v["state"].clone(), v["seq"].as_i64()), (json!({}), Some(0)), "nothing appended on overflow");
 }
+
+#[tokio::test]
+async fn the_admin_records_facts_for_any_plugin_as_admin() {
+    let bus = Bus::start().await;
+    let alice = bus.register("alice").await;
+    let (s, v) = bus
+        .call(
+            "POST",
+            Some(ADMIN),
+            "/v1/plugins/alice%2Fwatcher/facts",
+            Some(json!({"fact_type": "note", "state": {"k": 1}})),
+        )
+        .await;
+    assert_eq!((s, v["seq"].as_u64()), (200, Some(1)), "{v}");
+    let (_, v) = bus.call("GET", Some(&alice), "/v1/plugins/alice%2Fwatcher/facts", None).await;
+    assert_eq!(v["facts"][0]["recorded_by"], "admin", "{v}");
+}
