@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bed::Target;
 use crate::client::{self, Ws};
+use crate::lag::{self, LagResult};
 use crate::report::latency_histogram;
 
 #[derive(Debug, Clone)]
@@ -54,6 +55,8 @@ pub struct DriveResult {
     /// Send → the sender's `result` frame (the accept path alone, without the push).
     pub accept_latency: Histogram<u64>,
     pub window: Duration,
+    /// In-process bus only: the projector's lag over the window (`lag.rs`).
+    pub projector_lag: Option<LagResult>,
 }
 
 #[derive(Default)]
@@ -117,10 +120,17 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         })
         .collect();
 
+    let sampler =
+        target.local.as_ref().map(|(b, _)| lag::spawn(b.log.clone(), b.models.clone(), clock.start, clock.end));
+
     tokio::time::sleep_until(clock.start).await;
     let events_start = target.events_so_far(&http).await?;
     tokio::time::sleep_until(clock.end).await;
     let events_end = target.events_so_far(&http).await?;
+    let projector_lag = match sampler {
+        Some(s) => Some(s.await.context("lag sampler")?),
+        None => None,
+    };
     let mut accept_latency = latency_histogram();
     for s in senders {
         accept_latency.add(s.await.context("sender task")?.context("sender")?)?;
@@ -141,6 +151,7 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         latency,
         accept_latency,
         window: cfg.duration,
+        projector_lag,
     })
 }
 

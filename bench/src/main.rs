@@ -10,6 +10,7 @@
 mod bed;
 mod client;
 mod drive;
+mod lag;
 mod raw;
 mod report;
 mod scenario;

@@ -56,6 +56,9 @@ async fn one_mode(args: &Args, cfg: &DriveConfig, embedded: bool, with_raw: bool
         "latency": latency_json(&r.latency),
         "accept_latency": latency_json(&r.accept_latency),
     });
+    if let Some(lag) = &r.projector_lag {
+        json["projector_lag"] = lag.json();
+    }
     let (lat, acc) = (&json["latency"], &json["accept_latency"]);
     let mut summary = format!(
         "{mode}: {delivered_per_s} signals/s delivered, {events_per_s} events/s; send→receive p50 {} ms, p99 {} ms, p999 {} ms (send→result p50 {} ms, p99 {} ms)",
@@ -80,6 +83,12 @@ async fn one_mode(args: &Args, cfg: &DriveConfig, embedded: bool, with_raw: bool
         });
         json["ratio"] = json!(ratio);
         summary += &format!("\n  raw JetStream: {raw_per_s} events/s of {size} B → ratio {ratio} (target ≥ 0.4)");
+    }
+    if let Some(lag) = json.get("projector_lag") {
+        summary += &format!(
+            "\n  projector lag p50 {} ms, p99 {} ms, max {} ms (target < 100 ms)",
+            lag["p50_ms"], lag["p99_ms"], lag["max_ms"]
+        );
     }
     target.shutdown().await;
     Ok(ModeRun { json, events_per_s, summary })
@@ -129,6 +138,7 @@ pub async fn latency(args: &Args) -> anyhow::Result<Outcome> {
     let run = one_mode(args, &cfg, args.embedded, false).await?;
     let mut results = run.json;
     results["offered_per_s"] = json!(args.rate);
-    let summary = vec![format!("offered {} signals/s; {} (target p99 ≤ 5 ms)", args.rate, run.summary)];
+    let (first, rest) = run.summary.split_at(run.summary.find('\n').unwrap_or(run.summary.len()));
+    let summary = vec![format!("offered {} signals/s; {first} (target p99 ≤ 5 ms){rest}", args.rate)];
     Ok(Outcome { results, summary })
 }
