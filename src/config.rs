@@ -11,9 +11,14 @@
 //! delivery_class = "async"
 //! ttl_seconds = 86400
 //! category = "INFO"
+//!
+//! [limits]             # per identity and gateway process; sends_per_second = 0 turns it off
+//! sends_per_second = 1000
+//! send_burst = 2000
 //! ```
 //!
-//! Deliberately only loads and validates; `bus::catalog` owns the table.
+//! Deliberately only loads and validates; `bus::catalog` owns the table and the gateway the
+//! rate limiter.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,13 +32,45 @@ use serde::Deserialize;
 struct ConfigFile {
     #[serde(default)]
     types: BTreeMap<String, TypeDefaults>,
+    #[serde(default)]
+    limits: Limits,
 }
 
-pub fn load_types(path: Option<&Path>) -> anyhow::Result<TypeTable> {
-    let Some(path) = path else { return Ok(TypeTable::default()) };
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
-    let file: ConfigFile = toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
-    TypeTable::default().with_overrides(file.types).with_context(|| format!("invalid type in {}", path.display()))
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Limits {
+    sends_per_second: Option<u32>,
+    send_burst: Option<u32>,
+}
+
+/// What the config file sets.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub types: TypeTable,
+    /// `None`: no send rate limit.
+    pub send_rate: Option<gateway::SendRate>,
+}
+
+pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+    let file = match path {
+        None => ConfigFile::default(),
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+            toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?
+        }
+    };
+    let shown = path.map(|p| p.display().to_string()).unwrap_or_default();
+    let types = TypeTable::default().with_overrides(file.types).with_context(|| format!("invalid type in {shown}"))?;
+    let default = gateway::SendRate::default();
+    let send_rate = match file.limits.sends_per_second.unwrap_or(default.per_second) {
+        0 => None,
+        per_second => Some(gateway::SendRate {
+            per_second,
+            burst: file.limits.send_burst.unwrap_or(per_second.saturating_mul(2)).max(per_second),
+        }),
+    };
+    Ok(Config { types, send_rate })
 }
 
 #[cfg(test)]
@@ -46,10 +83,16 @@ mod tests {
         let p = dir.path().join("c.toml");
         std::fs::write(&p, "[types.Deploy]\ndelivery_class = \"sync\"\nttl_seconds = 600\ncategory = \"BLOCKER\"\n")
             .unwrap();
-        let t = load_types(Some(&p)).unwrap();
-        assert_eq!(t.get("Deploy").ttl_seconds, 600);
+        let c = load(Some(&p)).unwrap();
+        assert_eq!(c.types.get("Deploy").ttl_seconds, 600);
+        assert_eq!(c.send_rate, Some(gateway::SendRate::default()));
         std::fs::write(&p, "[types.Bad]\ndelivery_class = \"sometimes\"\nttl_seconds = 1\ncategory = \"INFO\"\n")
             .unwrap();
-        assert!(load_types(Some(&p)).is_err());
+        assert!(load(Some(&p)).is_err());
+        std::fs::write(&p, "[limits]\nsends_per_second = 0\n").unwrap();
+        assert_eq!(load(Some(&p)).unwrap().send_rate, None);
+        std::fs::write(&p, "[limits]\nsends_per_second = 10\n").unwrap();
+        assert_eq!(load(Some(&p)).unwrap().send_rate, Some(gateway::SendRate { per_second: 10, burst: 20 }));
+        assert!(load(None).unwrap().send_rate.is_some(), "limited by default");
     }
 }

@@ -78,7 +78,8 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let metrics = telemetry::install_metrics()?;
-    let types = config::load_types(args.config.as_deref())?;
+    let config_file = config::load(args.config.as_deref())?;
+    let types = config_file.types.clone();
     let log = open_log(&mode, &args).await?;
     let models = open_models(&mode, &args.data_dir).await?;
     let queries: Arc<dyn projector::queries::Queries> = Arc::new(models.clone());
@@ -131,6 +132,7 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
             stale_after: args.stale_after,
             types,
             admin_ops: Some(gateway::ProjectorAdmin::shared(log.clone(), models.clone())),
+            send_rate: config_file.send_rate,
             ..Default::default()
         };
         let gw = gateway::Gateway::start(log.clone(), queries.clone(), config).await.context("gateway start")?;

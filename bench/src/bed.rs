@@ -130,8 +130,13 @@ impl Target {
         backends.spawn_projector();
         backends.spawn_sweeper(sweeper::SweeperConfig { lease: backends.sweeper_lease(), ..Default::default() });
         let admin_token = format!("bench-admin-{}", uuid::Uuid::new_v4().simple());
-        let config =
-            gateway::GatewayConfig { node: "bench".into(), admin_token: admin_token.clone(), ..Default::default() };
+        // No per-identity send quota: the bench measures what the bus can carry, not the quota.
+        let config = gateway::GatewayConfig {
+            node: "bench".into(),
+            admin_token: admin_token.clone(),
+            send_rate: None,
+            ..Default::default()
+        };
         let queries: Arc<dyn projector::Queries> = Arc::new(backends.models.clone());
         let gw = gateway::Gateway::start(backends.log.clone(), queries, config).await.context("gateway start")?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use bus::catalog::TypeTable;
 
 use crate::admin::AdminOps;
+use crate::ratelimit::SendRate;
 
 /// Everything a gateway process is told at start.
 #[derive(Clone)]
@@ -42,6 +43,8 @@ pub struct GatewayConfig {
     /// Rebuild and doctor, when this process can reach the read models' owner (the binary
     /// wires `admin::ProjectorAdmin::shared`); without it the admin endpoints answer `unavailable`.
     pub admin_ops: Option<Arc<dyn AdminOps>>,
+    /// Per-identity send quota of this process; `None` turns it off.
+    pub send_rate: Option<SendRate>,
 }
 
 impl Default for GatewayConfig {
@@ -61,6 +64,7 @@ impl Default for GatewayConfig {
             push_grace: Duration::from_millis(250),
             shutdown_grace: Duration::from_secs(10),
             admin_ops: None,
+            send_rate: Some(SendRate::default()),
         }
     }
 }
@@ -84,6 +88,7 @@ impl std::fmt::Debug for GatewayConfig {
             .field("outbound_buffer", &self.outbound_buffer)
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("admin_ops", &self.admin_ops.is_some())
+            .field("send_rate", &self.send_rate)
             .finish_non_exhaustive()
     }
 }

@@ -20,6 +20,7 @@
 //!   one winner per session by compare-and-set).
 //! - `admin`: the optional rebuild/doctor hook (`AdminOps`, `ProjectorAdmin`).
 //! - `openapi`: the OpenAPI 3.1 document served at `/openapi.json`.
+//! - `ratelimit`: the per-identity send quota (`SendRate`), answered with `rate_limited`.
 //! - `send`, `commands`: the send flow, recall, ack and plugin facts, shared by HTTP and WS.
 //! - `wire`: JSON shapes in and out (requests, responses, push frames, rows).
 //! - `ws/`: the WebSocket protocol (frames, session loop, writer, dispatcher).
@@ -41,6 +42,7 @@ pub mod metrics;
 pub mod openapi;
 mod piggyback;
 mod presence;
+mod ratelimit;
 mod reaper;
 mod registry;
 mod send;
@@ -52,6 +54,7 @@ pub use admin::{AdminOps, ProjectorAdmin};
 pub use app::{app, run, serve_router};
 pub use config::GatewayConfig;
 pub use error::ApiError;
+pub use ratelimit::SendRate;
 pub use state::Gateway;
 
 /// Errors of starting a gateway.

@@ -17,6 +17,12 @@ pub const SIGNAL_RECALLS_TOTAL: &str = "signalbus_signal_recalls_total";
 pub const TIME_TO_DELIVERY_SECONDS: &str = "signalbus_time_to_delivery_seconds";
 pub const SESSIONS: &str = "signalbus_sessions";
 pub const DISCONNECTS_TOTAL: &str = "signalbus_disconnects_total";
+/// Sends refused by the per-identity send rate (beyond CONTRACT §11; no labels, so bounded).
+pub const SENDS_RATE_LIMITED_TOTAL: &str = "signalbus_sends_rate_limited_total";
+
+pub fn rate_limited() {
+    metrics::counter!(SENDS_RATE_LIMITED_TOTAL).increment(1);
+}
 
 pub fn sent(
     types: &TypeTable,

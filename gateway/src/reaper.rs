@@ -34,6 +34,7 @@ pub fn spawn(gw: Gateway) {
                 piggyback::record_heartbeat(&gw, id, &tenant, &identity, at).await;
             }
             reap(&gw, interval).await;
+            gw.limiter().prune();
         }
     });
 }

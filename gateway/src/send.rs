@@ -19,6 +19,13 @@ use crate::{metrics, wire};
 /// Sends `req` from `(tenant, from)` and returns the accepted-send response body.
 pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> Result<Value, ApiError> {
     let cfg = gw.config();
+    if let Err(wait) = gw.limiter().check(tenant, from) {
+        metrics::rate_limited();
+        return Err(ApiError::RateLimited(format!(
+            "{from} is over its send rate; retry in {} ms",
+            wait.as_millis().max(1)
+        )));
+    }
     let now = Utc::now();
     let registered = gw.registry().is_registered(tenant, &req.to);
     let resolution = gw.presence().resolve(tenant, &req.to, now, cfg.stale_after);

@@ -36,6 +36,7 @@ struct Inner {
     /// Every session task and background task, so `run` can wait for them.
     tasks: TaskTracker,
     applied: watch::Receiver<u64>,
+    limiter: crate::ratelimit::SendLimiter,
 }
 
 /// The shared gateway handle.
@@ -57,6 +58,7 @@ impl Gateway {
         let (applied_tx, applied) = watch::channel(0u64);
         let gw = Gateway {
             inner: Arc::new(Inner {
+                limiter: crate::ratelimit::SendLimiter::new(config.send_rate),
                 config,
                 store: SignalStore::new(log),
                 queries,
@@ -98,6 +100,9 @@ impl Gateway {
     }
     pub(crate) fn presence(&self) -> &Presence {
         &self.inner.presence
+    }
+    pub(crate) fn limiter(&self) -> &crate::ratelimit::SendLimiter {
+        &self.inner.limiter
     }
     pub(crate) fn hub(&self) -> &Hub {
         &self.inner.hub

@@ -214,3 +214,20 @@ async fn a_dedupe_repeat_answers_the_session_the_original_resolved_to() {
     let (_, v2) = bus.send(&alice, body).await;
     assert_eq!(v2, v1, "still pending: the repeat answers exactly the original");
 }
+
+#[tokio::test]
+async fn a_sender_over_its_rate_is_refused_with_rate_limited_and_nothing_is_recorded() {
+    let bus = Bus::with(|c| c.send_rate = Some(gateway::SendRate { per_second: 1, burst: 2 })).await;
+    let alice = bus.register("alice").await;
+    let carol = bus.register("carol").await;
+    bus.register("bob").await;
+    let before = bus.log.last_seq().await.unwrap();
+    let body = json!({"to": "bob", "type": "StatusUpdate"});
+    for _ in 0..2 {
+        assert_eq!(bus.send(&alice, body.clone()).await.0, 200);
+    }
+    let (s, v) = bus.send(&alice, body.clone()).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (429, Some("rate_limited")), "{v}");
+    assert_eq!(bus.log.last_seq().await.unwrap(), before + 2, "a refused send appends nothing");
+    assert_eq!(bus.send(&carol, body).await.0, 200, "the quota is per identity");
+}
