@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use crate::auth::{Authed, Principal};
 use crate::commands::{self, FactAuthor};
 use crate::error::ApiError;
-use crate::http::{json_object, only_fields, opt_str};
+use crate::http::{json_object, limit_param, only_fields, opt_str};
 use crate::state::Gateway;
 use crate::wire::ts;
 
@@ -94,14 +94,7 @@ pub async fn facts(
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant_of(&gw, &principal, &q)?;
     validate_plugin(&plugin)?;
-    let limit = match q.get("limit") {
-        None => 100,
-        Some(l) => l
-            .parse::<u32>()
-            .ok()
-            .filter(|l| (1..=1000).contains(l))
-            .ok_or_else(|| ApiError::invalid("limit must be a whole number between 1 and 1000"))?,
-    };
+    let limit = limit_param(&q, 100)?;
     consistent_read(&gw).await;
     let rows = gw.queries().plugin_facts(&tenant, &plugin, q.get("fact_type").map(String::as_str), limit).await?;
     let facts: Vec<Value> = rows
