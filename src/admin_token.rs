@@ -23,6 +23,8 @@ pub fn resolve(given: Option<String>, data_dir: &Path) -> anyhow::Result<String>
     if let Ok(t) = std::fs::read_to_string(&path) {
         let t = t.trim().to_string();
         if !t.is_empty() {
+            // A copy put there by hand may be readable by others; it is a secret, like the files.
+            bus::files::private_file(&path).with_context(|| format!("cannot make {} private", path.display()))?;
             return Ok(t);
         }
     }
@@ -30,7 +32,7 @@ pub fn resolve(given: Option<String>, data_dir: &Path) -> anyhow::Result<String>
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, bus::files::FILE_MODE);
     let mut f = options.open(&path).with_context(|| format!("cannot write {}", path.display()))?;
     f.write_all(token.as_bytes())?;
     // Printed once, on purpose: this is the only time the operator sees it outside the file.

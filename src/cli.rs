@@ -33,6 +33,10 @@ pub enum Command {
     Signal(crate::client::SignalCmd),
     /// Show (or drain) the caller's pending signals.
     Inbox(crate::client::InboxArgs),
+    /// Receive signals as they arrive (a WebSocket session); --json prints one line each.
+    Listen(crate::client::ListenArgs),
+    /// Acknowledge signals delivered to you.
+    Ack(crate::client::AckArgs),
     /// Read plugin state and facts.
     #[command(subcommand)]
     Plugin(crate::client::PluginCmd),
@@ -41,6 +45,13 @@ pub enum Command {
     Admin(crate::client::AdminCmd),
     /// Check the stream, the database, projector lag and the read-model invariants.
     Doctor(crate::client::DoctorArgs),
+    /// Serve MCP over stdio for a desktop agent, forwarding to a bus as the agent of --token.
+    Mcp(crate::mcp::McpArgs),
+    /// Print a shell completion script: `signalbus completions bash > /etc/bash_completion.d/signalbus`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -48,10 +59,15 @@ pub struct ServerArgs {
     /// Address the HTTP and WebSocket API listens on.
     #[arg(long, env = "SIGNALBUS_LISTEN", default_value = "127.0.0.1:7400")]
     pub listen: String,
+    /// Serve `/metrics` only on this address, not on --listen: its labels name identities
+    /// (`sender`), so deployments that expose the API may keep metrics on a private interface.
+    #[arg(long, env = "SIGNALBUS_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
     /// Where the embedded store and the generated admin token live.
     #[arg(long, env = "SIGNALBUS_DATA_DIR", default_value = "./signalbus-data")]
     pub data_dir: PathBuf,
-    /// NATS server with JetStream (distributed mode; needs --database-url too).
+    /// NATS server(s) with JetStream, comma-separated for a cluster (distributed mode; needs
+    /// --database-url too).
     #[arg(long, env = "SIGNALBUS_NATS_URL")]
     pub nats_url: Option<String>,
     /// PostgreSQL for the read models (distributed mode; needs --nats-url too).
@@ -69,6 +85,10 @@ pub struct ServerArgs {
     /// TOML file with per-type defaults overrides (`[types.Name]`).
     #[arg(long, env = "SIGNALBUS_CONFIG")]
     pub config: Option<PathBuf>,
+    /// Replicas of the JetStream stream (a cluster; > 1 needs nats-server >= 2.10.19). A stream
+    /// that exists with another count is reported at start, never changed.
+    #[arg(long, env = "SIGNALBUS_REPLICAS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=5))]
+    pub replicas: u16,
     /// JetStream stream name.
     #[arg(long, env = "SIGNALBUS_STREAM", default_value = "SIGNALBUS")]
     pub stream: String,

@@ -7,6 +7,7 @@
 //! - `cli`: the command line (clap).
 //! - `serve`: opens log and read models for the mode and runs the roles.
 //! - `client/`: the HTTP client verbs.
+//! - `mcp/`: `signalbus mcp`, MCP over stdio forwarding to a bus (the desktop agents' shim).
 //! - `telemetry`: tracing and the Prometheus recorder.
 //! - `admin_token`, `config`: the admin token and the config file.
 
@@ -14,10 +15,11 @@ mod admin_token;
 mod cli;
 mod client;
 mod config;
+mod mcp;
 mod serve;
 mod telemetry;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 use cli::{Cli, Command};
 use serve::Roles;
@@ -41,12 +43,53 @@ async fn main() {
             match serve::run(roles, args).await {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    eprintln!("error: {}", cause_chain(&e));
                     1
                 }
             }
         }
+        (_, Command::Mcp(args)) => {
+            // stdout carries MCP: logs go to stderr only.
+            telemetry::init_tracing();
+            mcp::run(args).await
+        }
+        (_, Command::Completions { shell }) => {
+            // Into a buffer first: clap_complete panics on a write error, and a closed pipe
+            // (`signalbus completions zsh | head`) is not an error worth a panic.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "signalbus", &mut script);
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
+            0
+        }
         (_, command) => client::run(command).await,
     };
     std::process::exit(code);
+}
+
+/// The error and its causes, joined by `: `, each said once: a layer whose message already
+/// contains its cause's (sqlx and our own error enums often repeat it) hides that cause.
+fn cause_chain(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if parts.iter().any(|p| p.contains(&text)) {
+            continue;
+        }
+        parts.push(text);
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_cause_is_said_once() {
+        let inner = anyhow::anyhow!("database \"x\" does not exist");
+        let mid = inner.context("read models: database \"x\" does not exist");
+        let outer = mid.context("cannot open the read models");
+        assert_eq!(
+            super::cause_chain(&outer),
+            "cannot open the read models: read models: database \"x\" does not exist"
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! Wires the roles together: opens the event log and the read models for the chosen mode,
-//! then runs the gateway, projector and sweeper a command asked for until Ctrl-C.
+//! then runs the gateway, projector and sweeper a command asked for until SIGTERM or SIGINT,
+//! and stops them in order (gateway first, while the stream is open).
 //!
 //! Deliberately holds no logic of its own: every behaviour lives in a library crate.
 
@@ -7,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
+use axum::Router;
 use bus::log::SharedLog;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -50,7 +52,11 @@ pub async fn open_log(mode: &Mode, args: &ServerArgs) -> anyhow::Result<SharedLo
             Arc::new(log)
         }
         Mode::Distributed { nats_url, .. } => {
-            let config = bus::log::jetstream::JetStreamConfig { stream: args.stream.clone(), max_age: args.retention };
+            let config = bus::log::jetstream::JetStreamConfig {
+                stream: args.stream.clone(),
+                max_age: args.retention,
+                replicas: usize::from(args.replicas),
+            };
             let log = bus::log::jetstream::JetStreamLog::connect(nats_url, config)
                 .await
                 .with_context(|| format!("cannot reach NATS JetStream at {nats_url}"))?;
@@ -75,11 +81,17 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
     if roles != Roles::All && mode == Mode::Embedded {
         bail!("single roles run against NATS + PostgreSQL: give --nats-url and --database-url");
     }
-    std::fs::create_dir_all(&args.data_dir)
+    bus::files::private_dir(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let metrics = telemetry::install_metrics()?;
     let config_file = config::load(args.config.as_deref())?;
     let types = config_file.types.clone();
+    telemetry::init_series(
+        matches!(roles, Roles::All | Roles::Gateway),
+        matches!(roles, Roles::All | Roles::Projector),
+        matches!(roles, Roles::All | Roles::Sweeper),
+        &types,
+    );
     let log = open_log(&mode, &args).await?;
     let models = open_models(&mode, &args.data_dir).await?;
     let queries: Arc<dyn projector::queries::Queries> = Arc::new(models.clone());
@@ -87,7 +99,15 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
 
     if matches!(roles, Roles::All | Roles::Projector) {
-        let config = projector::ProjectorConfig { stale_after: args.stale_after, ..Default::default() };
+        // Several projectors may run on one database: one leads, the others stand by.
+        let lease = match &mode {
+            Mode::Embedded => projector::lease::Lease::Local,
+            Mode::Distributed { database_url, .. } => projector::lease::Lease::Postgres {
+                database_url: database_url.clone(),
+                key: projector::lease::PROJECTOR_LEASE_KEY,
+            },
+        };
+        let config = projector::ProjectorConfig { stale_after: args.stale_after, lease, ..Default::default() };
         let projector = projector::Projector::new(log.clone(), models.clone(), config);
         let c = cancel.clone();
         tasks.spawn(async move { projector.run(c).await.context("projector stopped") });
@@ -114,18 +134,27 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     info!(addr = %listener.local_addr()?, mode = ?mode_name(&mode), "listening");
-    let shutdown = {
-        let c = cancel.clone();
-        async move {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => info!("shutting down"),
-                _ = c.cancelled() => {}
-            }
-            c.cancel();
+    // SIGTERM (systemd, Docker, Kubernetes) and SIGINT (Ctrl-C) both stop the process gracefully.
+    let stop = CancellationToken::new();
+    tokio::spawn(stop_on_signal(stop.clone()));
+    let shutdown = stop.clone().cancelled_owned();
+    // `/metrics` goes on its own listener when asked, and then nowhere else.
+    let metrics = match &args.metrics_listen {
+        Some(addr) => {
+            serve_metrics(addr, telemetry::metrics_router(metrics), cancel.clone()).await?;
+            Router::new()
         }
+        None => telemetry::metrics_router(metrics),
     };
     let server = if matches!(roles, Roles::All | Roles::Gateway) {
-        let admin_token = admin_token::resolve(args.admin_token.clone(), &args.data_dir)?;
+        let admin_token = match &mode {
+            Mode::Embedded => admin_token::resolve(args.admin_token.clone(), &args.data_dir)?,
+            // Every gateway must agree on who is admin: one token, given to all of them.
+            Mode::Distributed { .. } => args.admin_token.clone().filter(|t| !t.is_empty()).context(
+                "a gateway on NATS + PostgreSQL needs --admin-token (or SIGNALBUS_ADMIN_TOKEN): every gateway \
+                 must be given the same one, so none generates its own",
+            )?,
+        };
         let config = gateway::GatewayConfig {
             node: args.node.clone().unwrap_or_else(default_node),
             admin_token,
@@ -133,26 +162,89 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
             types,
             admin_ops: Some(gateway::ProjectorAdmin::shared(log.clone(), models.clone())),
             send_rate: config_file.send_rate,
+            fact_rate: config_file.fact_rate,
+            connections: config_file.connections.clone(),
             ..Default::default()
         };
         let gw = gateway::Gateway::start(log.clone(), queries.clone(), config).await.context("gateway start")?;
-        let router = gateway::app(gw.clone()).merge(telemetry::metrics_router(metrics));
+        let router = gateway::app(gw.clone()).merge(metrics);
         tokio::spawn(gateway::serve_router(listener, router, gw, shutdown))
     } else {
-        let router = telemetry::ops_router(log.clone(), queries.clone()).merge(telemetry::metrics_router(metrics));
+        let router = telemetry::ops_router(log.clone(), queries.clone()).merge(metrics);
         tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(shutdown).await })
     };
 
     // The first role to fail stops the others: a half-running bus is worse than a stopped one.
-    let outcome = tokio::select! {
-        r = server => r.context("server task")?.context("server"),
-        Some(r) = tasks.join_next() => r.context("role task")?,
+    let mut server = server;
+    let early = tokio::select! {
+        r = &mut server => Some(r.context("server task")?.context("server")),
+        Some(r) = tasks.join_next() => { r.context("role task")??; None }
+        _ = stop.cancelled() => None,
     };
+    stop.cancel();
+    // The gateway goes first, while the stream is still open: it stops accepting, records
+    // every session's close, and closes the sockets with 1001.
+    let outcome = match early {
+        Some(r) => r,
+        None => match tokio::time::timeout(STOP_GATEWAY_WITHIN, &mut server).await {
+            Ok(r) => r.context("server task")?.context("server"),
+            Err(_) => {
+                tracing::warn!("the server did not stop in time; stopping anyway");
+                server.abort();
+                Ok(())
+            }
+        },
+    };
+    // Then the projector (it commits or abandons its batch) and the sweeper (its lease dies
+    // with its connection).
     cancel.cancel();
-    while let Some(r) = tasks.join_next().await {
-        r.context("role task")??;
+    let roles = async {
+        while let Some(r) = tasks.join_next().await {
+            r.context("role task")??;
+        }
+        anyhow::Ok(())
+    };
+    match tokio::time::timeout(STOP_ROLES_WITHIN, roles).await {
+        Ok(r) => r?,
+        Err(_) => tracing::warn!("a role did not stop in time; exiting anyway"),
     }
+    info!("stopped");
     outcome
+}
+
+/// How long the gateway may take to close its sessions at a stop; with `STOP_ROLES_WITHIN`,
+/// the process exits within the 10 s that service managers allow before SIGKILL.
+const STOP_GATEWAY_WITHIN: std::time::Duration = std::time::Duration::from_secs(7);
+const STOP_ROLES_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Cancels `stop` on the first SIGTERM or SIGINT.
+async fn stop_on_signal(stop: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot listen for SIGTERM/SIGINT; the process stops only when killed");
+        return;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    info!(signal = name, "stopping: no new work, closing sessions");
+    stop.cancel();
+}
+
+/// Binds `addr` and serves `router` (just `/metrics`) on it until `cancel`. Not one of the roles:
+/// it stops with them, and a failure only costs the scrapes, so it is logged, never fatal.
+async fn serve_metrics(addr: &str, router: Router, cancel: CancellationToken) -> anyhow::Result<()> {
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for metrics on {addr}"))?;
+    info!(addr = %listener.local_addr()?, "serving /metrics on its own listener");
+    tokio::spawn(async move {
+        let served = axum::serve(listener, router).with_graceful_shutdown(async move { cancel.cancelled().await });
+        if let Err(e) = served.await {
+            tracing::error!(error = %e, "the metrics listener stopped");
+        }
+    });
+    Ok(())
 }
 
 fn mode_name(mode: &Mode) -> &'static str {

@@ -1,7 +1,8 @@
 //! Process-wide telemetry: the tracing subscriber and the Prometheus recorder behind `/metrics`,
 //! plus the small operations router of roles that run without the gateway.
 //!
-//! Deliberately defines no series: each crate's `metrics.rs` does.
+//! Deliberately defines no series but `signalbus_build_info`: each crate's `metrics.rs` does,
+//! and `init_series` asks the crates of the roles this process runs to describe theirs.
 
 use std::sync::Arc;
 
@@ -32,8 +33,32 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
         .context("cannot install the metrics recorder")
 }
 
+/// `signalbus_build_info{version}` (gauge, always 1): which build a process runs.
+pub const BUILD_INFO: &str = "signalbus_build_info";
+
+/// Describes (`# HELP`) and registers, at 0 where their labels are known up front, the series
+/// of the roles this process runs, plus `signalbus_build_info`. Each role's series then show in
+/// the first scrape — a standby sweeper's too — and a rare event's first occurrence is an
+/// increase `rate()` sees.
+pub fn init_series(gateway: bool, projector: bool, sweeper: bool, types: &bus::catalog::TypeTable) {
+    metrics::describe_gauge!(BUILD_INFO, "Always 1; the version label names the build this process runs.");
+    metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    bus::metrics::init();
+    if gateway {
+        gateway::metrics::init(types);
+    }
+    if projector {
+        projector::metrics::init();
+    }
+    if sweeper {
+        sweeper::metrics::init(types);
+    }
+}
+
+/// `GET /metrics`; other methods get the gateway's JSON 405.
 pub fn metrics_router(handle: PrometheusHandle) -> Router {
-    Router::new().route("/metrics", get(move || std::future::ready(handle.render())))
+    let render = get(move || std::future::ready(handle.render())).fallback(gateway::method_not_allowed);
+    Router::new().route("/metrics", render)
 }
 
 #[derive(Clone)]
@@ -50,12 +75,19 @@ pub fn ops_router(log: SharedLog, queries: Arc<dyn projector::queries::Queries>)
         .with_state(Ops { log, queries })
 }
 
-async fn readyz(State(ops): State<Ops>) -> (StatusCode, &'static str) {
+/// As the gateway's: the stream and the database answer, and projection is healthy (no dead
+/// letter, not stuck), answered with the public summaries only.
+async fn readyz(State(ops): State<Ops>) -> (StatusCode, String) {
+    let unavailable = |why: &str| (StatusCode::SERVICE_UNAVAILABLE, why.to_string());
     if ops.log.ping().await.is_err() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "stream unreachable");
+        return unavailable("stream unreachable");
     }
     if ops.queries.ping().await.is_err() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "database unreachable");
+        return unavailable("database unreachable");
     }
-    (StatusCode::OK, "ready")
+    match projector::health::problems(&ops.log, ops.queries.as_ref()).await {
+        Ok(problems) if problems.is_empty() => (StatusCode::OK, "ready".into()),
+        Ok(problems) => unavailable(&problems.iter().map(|p| p.summary.as_str()).collect::<Vec<_>>().join("; ")),
+        Err(_) => unavailable("the health of the read models cannot be checked"),
+    }
 }

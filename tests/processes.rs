@@ -1,81 +1,27 @@
 //! The `signalbus` binary as operators run it: embedded `serve`, refused half-configurations,
 //! and several single-role processes (`gateway` ×2, `projector`, `sweeper`) sharing one NATS and
-//! one PostgreSQL, where a signal sent through one gateway is pushed by the other.
+//! one PostgreSQL, where a signal sent through one gateway is pushed by the other; `/metrics` on
+//! its own listener, and the embedded data files kept private (0700 dir, 0600 files).
 //!
 //! Deliberately black-box: only the command line, HTTP and WebSocket, as a user sees them.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::protocol::frame::{coding, Frame};
 use tokio_tungstenite::tungstenite::Message;
 
-const BIN: &str = env!("CARGO_BIN_EXE_signalbus");
-const ADMIN: &str = "sba_test_admin_token";
+mod roles;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use roles::*;
 
-/// A bus process, killed when dropped.
-struct Proc {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// Every process here runs with a 2 s stale threshold, so presence changes show quickly.
 fn spawn(role: &str, extra: &[&str], data_dir: &std::path::Path) -> Proc {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let child = Command::new(BIN)
-        .arg(role)
-        .args(["--listen", &listen, "--admin-token", ADMIN, "--stale-after", "2s"])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn signalbus");
-    Proc { child, base: format!("http://{listen}") }
-}
-
-async fn wait_ready(p: &mut Proc) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let client = reqwest::Client::new();
-    loop {
-        if let Ok(Some(status)) = p.child.try_wait() {
-            panic!("{} exited early: {status}", p.base);
-        }
-        if let Ok(r) = client.get(format!("{}/readyz", p.base)).send().await {
-            if r.status().is_success() {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "{} never became ready", p.base);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn post(base: &str, token: &str, path: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::Client::new().post(format!("{base}{path}")).bearer_auth(token).json(&body).send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn register(base: &str, identity: &str) -> String {
-    let (status, body) = post(base, ADMIN, "/v1/agents", json!({"tenant": "default", "identity": identity})).await;
-    assert_eq!(status, 200, "{body}");
-    body["token"].as_str().unwrap().to_string()
+    let mut args = vec!["--stale-after", "2s"];
+    args.extend_from_slice(extra);
+    roles::spawn(role, &args, data_dir)
 }
 
 #[tokio::test]
@@ -196,6 +142,75 @@ where
                 let _ = ws.send(Message::Pong(p)).await;
             }
             _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn metrics_on_their_own_listener_and_data_files_kept_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("fresh/data");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let port = free_port();
+    // No --admin-token: the generated one must land in a private file too.
+    let child = Command::new(BIN)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(&data)
+        .env("SIGNALBUS_METRICS_LISTEN", &metrics)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut p = Proc { child, base: format!("http://127.0.0.1:{port}") };
+    wait_ready(&mut p).await;
+
+    // The API listener no longer publishes metrics (their labels name identities).
+    let r = reqwest::get(format!("{}/metrics", p.base)).await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "not_found");
+
+    // A text frame that is not UTF-8 is closed with 1007 and counted as a protocol error.
+    let admin = std::fs::read_to_string(data.join("admin_token")).unwrap();
+    let (status, body) = post(&p.base, admin.trim(), "/v1/agents", json!({"identity": "alice"})).await;
+    assert_eq!(status, 200, "{body}");
+    let url = format!("{}/v1/ws?token={}", p.base.replace("http://", "ws://"), body["token"].as_str().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    assert_eq!(next_json(&mut ws).await["op"], "welcome");
+    let frame = Frame::message(vec![0xc3, 0x28], coding::OpCode::Data(coding::Data::Text), true);
+    ws.send(Message::Frame(frame)).await.unwrap();
+    let code = loop {
+        match tokio::time::timeout(Duration::from_secs(5), ws.next()).await.expect("no close frame") {
+            Some(Ok(Message::Close(Some(f)))) => break u16::from(f.code),
+            Some(Ok(_)) => continue,
+            other => panic!("no close frame: {other:?}"),
+        }
+    };
+    assert_eq!(code, 1007);
+    let scrape = format!("http://{metrics}/metrics");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = reqwest::get(&scrape).await.unwrap().text().await.unwrap();
+        assert!(text.contains("signalbus_event_append_seconds_bucket"), "{text}");
+        if text.contains(r#"signalbus_disconnects_total{reason="protocol_error"} 1"#) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no protocol_error disconnect in:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&data), 0o700, "data dir");
+        let files: Vec<_> = std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().path()).collect();
+        for name in ["admin_token", "events.sqlite", "events.sqlite-wal", "readmodels.sqlite", "readmodels.sqlite-wal"]
+        {
+            assert!(files.contains(&data.join(name)), "{name} missing from {files:?}");
+        }
+        for f in &files {
+            assert_eq!(mode(f), 0o600, "{}", f.display());
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The bus under test: started in this process the way `signalbus serve` wires it (gateway,
 //! projector and sweeper over one event log and one set of read models) — on a private
-//! nats-server plus a fresh PostgreSQL database, or embedded in a temp dir — or an external bus
-//! reached by `--url`.
+//! nats-server (either release, or a 3-node cluster with the stream at 3 replicas) plus a fresh
+//! PostgreSQL database, or embedded in a temp dir — or an external bus reached by `--url`.
 //!
 //! Deliberately no tuning beyond the binary's defaults: a benchmark of a specially configured
 //! bus would measure something users do not run.
@@ -15,26 +15,37 @@ use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
 use bus::log::SharedLog;
 use projector::{Projector, ProjectorConfig, ReadModels};
 use testkit::nats::NatsServer;
-use testkit::TestDb;
+use testkit::{NatsCluster, NatsVersion, TestDb};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+/// Which NATS an in-process distributed bus runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NatsChoice {
+    Debian,
+    Current,
+    Cluster,
+}
 
 /// The backends of an in-process bus, without the gateway (sweeper and rebuild scenarios talk
 /// to these directly).
 pub struct Backends {
     pub log: SharedLog,
     pub models: ReadModels,
-    /// `nats://…` of the private server (distributed mode only).
+    /// `nats://…` of the private server, or of a cluster's first node (distributed mode only).
     pub nats_url: Option<String>,
+    /// Replicas of the bus's stream (the raw baseline uses as many).
+    pub replicas: usize,
     pub database_url: Option<String>,
     pub stop: CancellationToken,
     _nats: Option<NatsServer>,
+    _cluster: Option<NatsCluster>,
     _db: Option<TestDb>,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl Backends {
-    pub async fn start(embedded: bool) -> anyhow::Result<Backends> {
+    pub async fn start(embedded: bool, nats: NatsChoice) -> anyhow::Result<Backends> {
         let stop = CancellationToken::new();
         if embedded {
             let dir = tempfile::Builder::new().prefix("signalbus-bench-").tempdir()?;
@@ -45,24 +56,41 @@ impl Backends {
                 models,
                 nats_url: None,
                 database_url: None,
+                replicas: 1,
                 stop,
                 _nats: None,
+                _cluster: None,
                 _db: None,
                 _dir: Some(dir),
             });
         }
-        let nats = NatsServer::start().await;
+        let (server, cluster, urls, replicas) = match nats {
+            NatsChoice::Debian | NatsChoice::Current => {
+                let version = if nats == NatsChoice::Debian { NatsVersion::Debian } else { NatsVersion::Current };
+                let server = NatsServer::start_version(version).await;
+                let url = server.url();
+                (Some(server), None, url, 1)
+            }
+            NatsChoice::Cluster => {
+                let cluster = NatsCluster::start(NatsVersion::Current, 3).await;
+                let urls = cluster.urls();
+                (None, Some(cluster), urls, 3)
+            }
+        };
         let db = TestDb::create().await;
-        let log: SharedLog =
-            Arc::new(JetStreamLog::connect(&nats.url(), JetStreamConfig::default()).await.context("jetstream")?);
+        let config = JetStreamConfig { replicas, ..Default::default() };
+        let log: SharedLog = Arc::new(JetStreamLog::connect(&urls, config).await.context("jetstream")?);
         let models = ReadModels::postgres(db.url()).await.context("postgres read models")?;
+        let first = urls.split(',').next().unwrap_or_default().to_string();
         Ok(Backends {
             log,
             models,
-            nats_url: Some(nats.url()),
+            nats_url: Some(first),
             database_url: Some(db.url().to_string()),
+            replicas,
             stop,
-            _nats: Some(nats),
+            _nats: server,
+            _cluster: cluster,
             _db: Some(db),
             _dir: None,
         })
@@ -120,21 +148,24 @@ pub struct Target {
     pub local: Option<(Backends, gateway::Gateway)>,
     /// NATS server for the raw baseline (`--nats-url` with `--url`, or the private one).
     pub nats_url: Option<String>,
+    /// Replicas the raw baseline's stream gets (the bus stream's, in-process).
+    pub replicas: usize,
     server: Option<JoinHandle<std::io::Result<()>>>,
 }
 
 impl Target {
     /// A bus in this process: gateway on 127.0.0.1:0, projector, sweeper.
-    pub async fn start(embedded: bool) -> anyhow::Result<Target> {
-        let backends = Backends::start(embedded).await?;
+    pub async fn start(embedded: bool, nats: NatsChoice) -> anyhow::Result<Target> {
+        let backends = Backends::start(embedded, nats).await?;
         backends.spawn_projector();
         backends.spawn_sweeper(sweeper::SweeperConfig { lease: backends.sweeper_lease(), ..Default::default() });
         let admin_token = format!("bench-admin-{}", uuid::Uuid::new_v4().simple());
-        // No per-identity send quota: the bench measures what the bus can carry, not the quota.
+        // No per-identity quotas: the bench measures what the bus can carry, not the quotas.
         let config = gateway::GatewayConfig {
             node: "bench".into(),
             admin_token: admin_token.clone(),
             send_rate: None,
+            fact_rate: None,
             ..Default::default()
         };
         let queries: Arc<dyn projector::Queries> = Arc::new(backends.models.clone());
@@ -148,6 +179,7 @@ impl Target {
             ws_url: format!("ws://{addr}/v1/ws"),
             admin_token,
             nats_url: backends.nats_url.clone(),
+            replicas: backends.replicas,
             local: Some((backends, gw)),
             server: Some(server),
         })
@@ -163,6 +195,7 @@ impl Target {
             admin_token: admin_token.to_string(),
             local: None,
             nats_url,
+            replicas: 1,
             server: None,
         }
     }

@@ -2,7 +2,7 @@
 //! starts its own bus in this process (private nats-server + fresh PostgreSQL database, or
 //! embedded with `--embedded`) or targets `--url`, drives one workload and prints one JSON line
 //! of results followed by a short human summary. Scenarios: throughput, latency, connections,
-//! sweeper, rebuild (see `docs/performance.md`).
+//! memory, sweeper, rebuild (see `docs/performance.md`).
 //!
 //! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
 //! never asserted, because a shared machine makes timed assertions flaky.
@@ -24,7 +24,7 @@ use serde_json::json;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "bench", about = "signalbus benchmarks")]
 pub struct Args {
-    /// throughput | latency | connections | sweeper | rebuild
+    /// throughput | latency | connections | memory | sweeper | rebuild
     pub scenario: String,
     /// Measurement window.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
@@ -46,6 +46,10 @@ pub struct Args {
     /// Run the bus embedded (SQLite) instead of on NATS + PostgreSQL.
     #[arg(long)]
     pub embedded: bool,
+    /// The in-process bus's NATS: Debian's 2.9.10, the current release, or a 3-node cluster of
+    /// the current release with the stream at 3 replicas.
+    #[arg(long, value_enum, default_value = "debian")]
+    pub nats: bed::NatsChoice,
     /// `throughput`: run distributed, then embedded, and report embedded ÷ distributed.
     #[arg(long)]
     pub compare_embedded: bool,
@@ -76,6 +80,21 @@ pub struct Args {
     /// Concurrent appends while preparing sweeper and rebuild data.
     #[arg(long, default_value_t = 256)]
     pub append_concurrency: usize,
+    /// Ack frames of 1,000 random ids one session sends (memory).
+    #[arg(long, default_value_t = 200)]
+    pub ack_frames: usize,
+    /// Plugin facts of ~1 MB read back (memory).
+    #[arg(long, default_value_t = 64)]
+    pub facts: usize,
+    /// Concurrent readers paging through them with `limit=1000` (memory).
+    #[arg(long, default_value_t = 4)]
+    pub readers: usize,
+    /// Sessions that never read, pushed to until closed with 1013 (memory).
+    #[arg(long, default_value_t = 8)]
+    pub slow_sessions: usize,
+    /// Run only this phase of `memory` (ack_flood, fact_reads, slow_consumers) in this process.
+    #[arg(long)]
+    pub memory_phase: Option<String>,
     /// Internal: the child process of `connections` that holds the sessions.
     #[arg(long, hide = true)]
     pub tokens_file: Option<std::path::PathBuf>,
@@ -109,9 +128,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "throughput" => scenario::traffic::throughput(&args).await?,
         "latency" => scenario::traffic::latency(&args).await?,
         "connections" => scenario::connections::run(&args).await?,
+        "memory" => scenario::memory::run(&args).await?,
         "sweeper" => scenario::sweeper::run(&args).await?,
         "rebuild" => scenario::rebuild::run(&args).await?,
-        other => bail!("unknown scenario {other:?}: throughput, latency, connections, sweeper or rebuild"),
+        other => bail!("unknown scenario {other:?}: throughput, latency, connections, memory, sweeper or rebuild"),
     };
     let params = json!({
         "duration_s": args.duration.as_secs_f64(),
@@ -123,7 +143,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "payload_bytes": args.payload_bytes,
         "sessions": args.sessions,
         "count": args.count,
+        "ack_frames": args.ack_frames,
+        "facts": args.facts,
+        "readers": args.readers,
+        "slow_sessions": args.slow_sessions,
         "embedded": args.embedded,
+        "nats": format!("{:?}", args.nats).to_lowercase(),
         "compare_embedded": args.compare_embedded,
         "url": args.url,
     });

@@ -40,6 +40,7 @@ pub async fn publish_rate(
     payload_bytes: usize,
     duration: Duration,
     window: usize,
+    replicas: usize,
 ) -> anyhow::Result<RawResult> {
     let client = async_nats::connect(nats_url).await.context("connect to nats")?;
     let js = jetstream::new(client);
@@ -49,6 +50,7 @@ pub async fn publish_rate(
         name: name.clone(),
         subjects: vec![format!("{prefix}.>")],
         storage: stream::StorageType::File,
+        num_replicas: replicas.max(1),
         ..Default::default()
     })
     .await

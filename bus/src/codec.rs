@@ -28,6 +28,14 @@ pub fn decode(bytes: &[u8]) -> Result<Event> {
     rmp_serde::from_slice(bytes).map_err(|e| Error::Decode(e.to_string()))
 }
 
+/// What a failed `decode` says, without the `Error` wrapper's prefix (for `Error::Undecodable`).
+pub fn reason(e: Error) -> String {
+    match e {
+        Error::Decode(reason) => reason,
+        other => other.to_string(),
+    }
+}
+
 /// An `Event` decoded without the flatten buffer; refuses what it cannot decode directly.
 struct Fast(Event);
 
@@ -48,7 +56,7 @@ impl<'de> Visitor<'de> for EnvelopeVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Fast, A::Error> {
         let (mut event_id, mut schema_version, mut tenant, mut occurred_at) = (None, None, None, None);
-        let (mut actor, mut correlation_id, mut causation_id) = (None, None, None);
+        let (mut actor, mut correlation_id, mut causation_id, mut accept_by) = (None, None, None, None);
         let mut tag: Option<String> = None;
         let mut body: Option<EventBody> = None;
         while let Some(key) = map.next_key::<String>()? {
@@ -60,6 +68,7 @@ impl<'de> Visitor<'de> for EnvelopeVisitor {
                 "actor" => actor = map.next_value()?,
                 "correlation_id" => correlation_id = map.next_value()?,
                 "causation_id" => causation_id = map.next_value()?,
+                "accept_by" => accept_by = map.next_value()?,
                 "type" if tag.is_none() && body.is_none() => tag = Some(map.next_value()?),
                 "data" if body.is_none() => {
                     let Some(t) = tag.as_deref() else { return Err(de::Error::custom("data before type")) };
@@ -80,6 +89,7 @@ impl<'de> Visitor<'de> for EnvelopeVisitor {
             actor,
             correlation_id,
             causation_id,
+            accept_by,
             body: body.ok_or_else(|| missing("data"))?,
         }))
     }

@@ -38,8 +38,17 @@ pub enum Error {
     /// The log could not take or give the event; nothing was accepted.
     #[error("event log unavailable: {0}")]
     Unavailable(String),
+    /// The stream stayed silent so long that whether the event was stored cannot be told yet
+    /// (a copy may have been stored in time and its answer lost). Never "nothing was accepted".
+    #[error("the outcome of an append is unknown: {0}")]
+    Indeterminate(String),
     #[error("event could not be decoded: {0}")]
     Decode(String),
+    /// A stored event that cannot be decoded (corrupt, or written by something other than
+    /// signalbus). Readers are told once where it is and read on past it, so one bad event never
+    /// stops a tail; what to do with it (the projector dead-letters it) is theirs to decide.
+    #[error("event {seq} on {subject} cannot be decoded: {reason}")]
+    Undecodable { seq: u64, subject: String, reason: String },
     #[error("event could not be encoded: {0}")]
     Encode(String),
     #[error("event log storage: {0}")]

@@ -100,6 +100,13 @@ pub struct Event {
     pub correlation_id: Option<String>,
     #[serde(default)]
     pub causation_id: Option<Uuid>,
+    /// The writer's promise: if the stream stores this event later than this instant (by the
+    /// stream's clock), the event is void — every reader sees `EventBody::Voided` instead, so a
+    /// writer that could not learn an append's outcome in time may answer "nothing was
+    /// accepted" truthfully. Set by the JetStream log when it first publishes; `None` (the
+    /// embedded log, whose appends always have a known outcome) never voids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_by: Option<DateTime<Utc>>,
     #[serde(flatten)]
     pub body: EventBody,
 }
@@ -112,6 +119,8 @@ pub enum EventBody {
     AgentRegistered(AgentRegistered),
     #[serde(rename = "agent.token_rotated")]
     TokenRotated(TokenRotated),
+    #[serde(rename = "agent.removed")]
+    AgentRemoved(AgentRemoved),
     #[serde(rename = "session.opened")]
     SessionOpened(SessionOpened),
     #[serde(rename = "session.heartbeat")]
@@ -132,6 +141,21 @@ pub enum EventBody {
     SignalRecalled(SignalRecalled),
     #[serde(rename = "plugin.fact_recorded")]
     PluginFactRecorded(PluginFactRecorded),
+    /// Never written: what a reader sees in place of an event the stream stored after its
+    /// `accept_by` (see `Event::accept_by`). Every fold ignores it; it keeps the sequence
+    /// gapless.
+    #[serde(rename = "event.voided")]
+    Voided(Voided),
+}
+
+/// An event stored too late to count: its writer had already answered that nothing was accepted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Voided {
+    /// The `type` the stored event had.
+    pub original_type: String,
+    /// The signal it was about, if any (for logs and audits).
+    #[serde(default)]
+    pub signal_id: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,6 +170,14 @@ pub struct AgentRegistered {
 pub struct TokenRotated {
     pub identity: String,
     pub token_hash: String,
+}
+
+/// An agent was removed: its token stops working and sends to it are `unknown_recipient`.
+/// Its history stays; the identity may be registered again later (a new `agent.registered`
+/// on the same subject, with a new token).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRemoved {
+    pub identity: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -234,6 +266,10 @@ pub struct SignalAcked {
 pub struct SignalExpired {
     pub signal_id: Uuid,
     pub expires_at: DateTime<Utc>,
+    /// Expired before its TTL because its sync push could not complete promptly (the sender
+    /// was answered `recipient_unavailable`, so it must never be delivered later).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undeliverable: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -259,6 +295,7 @@ impl EventBody {
         match self {
             EventBody::AgentRegistered(_) => "agent.registered",
             EventBody::TokenRotated(_) => "agent.token_rotated",
+            EventBody::AgentRemoved(_) => "agent.removed",
             EventBody::SessionOpened(_) => "session.opened",
             EventBody::SessionHeartbeat(_) => "session.heartbeat",
             EventBody::SessionClosed(_) => "session.closed",
@@ -269,6 +306,7 @@ impl EventBody {
             EventBody::SignalExpired(_) => "signal.expired",
             EventBody::SignalRecalled(_) => "signal.recalled",
             EventBody::PluginFactRecorded(_) => "plugin.fact_recorded",
+            EventBody::Voided(_) => "event.voided",
         }
     }
 
@@ -333,10 +371,12 @@ impl Subjects {
         let entity = match &event.body {
             EventBody::AgentRegistered(e) => Entity::Agent(&e.identity),
             EventBody::TokenRotated(e) => Entity::Agent(&e.identity),
+            EventBody::AgentRemoved(e) => Entity::Agent(&e.identity),
             EventBody::SessionOpened(e) => Entity::Session(e.session_id),
             EventBody::SessionHeartbeat(e) => Entity::Session(e.session_id),
             EventBody::SessionClosed(e) => Entity::Session(e.session_id),
             EventBody::PluginFactRecorded(e) => Entity::Plugin(&e.plugin),
+            EventBody::Voided(v) => Entity::Signal(v.signal_id.unwrap_or_default()),
             body => Entity::Signal(body.signal_id().expect("every other event is about a signal")),
         };
         self.of(t, entity)
@@ -354,8 +394,21 @@ impl Event {
             actor,
             correlation_id: None,
             causation_id: None,
+            accept_by: None,
             body,
         }
+    }
+
+    /// This event as a reader must see it, given when the stream stored it: `Voided` if that
+    /// was after the writer's `accept_by`. The stamp is consumed: readers see the event as its
+    /// writer built it.
+    pub fn as_stored_at(mut self, stored_at: DateTime<Utc>) -> Event {
+        if self.accept_by.take().is_some_and(|deadline| stored_at > deadline) {
+            let original_type = self.body.type_name().to_string();
+            let signal_id = self.body.signal_id();
+            self.body = EventBody::Voided(Voided { original_type, signal_id });
+        }
+        self
     }
 
     pub fn type_name(&self) -> &'static str {

@@ -6,9 +6,11 @@
 //! # Layout
 //! - `event`: the event catalog, the envelope, and the subject each event lives under.
 //! - `codec`: MessagePack encoding of events (named fields, forward compatible).
+//! - `files`: the private data dir and files of the embedded mode (0700, 0600).
 //! - `names`: validation of tenant, identity, type and plugin names; subject tokens.
 //! - `catalog`: the per-type defaults table, priorities, TTL bounds.
 //! - `redact`: the redaction guard for payload secrets.
+//! - `nul`: the NUL guard: strings with U+0000 are refused before anything is stored.
 //! - `send`: the pure send decision (defaults, redaction, bounce or queue).
 //! - `signal`: the pure rules of a signal's life (`apply`, `decide`).
 //! - `log`: the `EventLog` trait and its JetStream and embedded backends.
@@ -19,9 +21,11 @@ pub mod catalog;
 pub mod codec;
 pub mod error;
 pub mod event;
+pub mod files;
 pub mod log;
 pub mod metrics;
 pub mod names;
+pub mod nul;
 pub mod redact;
 pub mod send;
 pub mod signal;

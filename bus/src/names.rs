@@ -26,6 +26,20 @@ pub fn validate_identity(s: &str) -> DomainResult<()> {
     })
 }
 
+/// The bus's own name: plugin names under `signalbus/` are the bus's (CONTRACT §8), and an agent
+/// owns the plugin names under its identity, so no agent may be registered as `signalbus`.
+pub const RESERVED_IDENTITY: &str = "signalbus";
+
+/// An identity an agent may be registered under: a valid identity other than `signalbus` (in any
+/// case, so no agent can pass itself off as the bus either).
+pub fn validate_new_identity(s: &str) -> DomainResult<()> {
+    validate_identity(s)?;
+    if s.eq_ignore_ascii_case(RESERVED_IDENTITY) {
+        return Err(DomainError::invalid(format!("identity {s:?} is reserved for the bus itself")));
+    }
+    Ok(())
+}
+
 /// `^[A-Za-z][A-Za-z0-9_.]{0,63}$`
 pub fn validate_signal_type(s: &str) -> DomainResult<()> {
     let ok = matches!(s.len(), 1..=64)
@@ -45,9 +59,11 @@ pub fn validate_plugin(s: &str) -> DomainResult<()> {
 }
 
 /// Whether `identity` may record facts for `plugin`: it owns `<identity>` and `<identity>/...`;
-/// names under `signalbus/` belong to the bus itself.
+/// names under `signalbus/` belong to the bus itself, even to an agent registered as
+/// `signalbus` before the name was reserved.
 pub fn plugin_owned_by(plugin: &str, identity: &str) -> bool {
-    plugin == identity || plugin.strip_prefix(identity).is_some_and(|rest| rest.starts_with('/'))
+    let owned = plugin == identity || plugin.strip_prefix(identity).is_some_and(|rest| rest.starts_with('/'));
+    owned && plugin.split('/').next() != Some(RESERVED_IDENTITY)
 }
 
 /// Encodes a name as one NATS subject token. Names may contain `.`, `:`, `@` and `/`, which
@@ -92,6 +108,21 @@ mod tests {
         assert!(plugin_owned_by("alice/watcher", "alice"));
         assert!(!plugin_owned_by("alicex", "alice"));
         assert!(!plugin_owned_by("signalbus/sweeper", "alice"));
+        assert!(!plugin_owned_by("signalbus/sweeper", "signalbus"));
+        assert!(!plugin_owned_by("signalbus", "signalbus"));
+        assert!(plugin_owned_by("signalbusy/x", "signalbusy"));
+    }
+
+    #[test]
+    fn the_bus_identity_is_reserved_in_any_case() {
+        for reserved in ["signalbus", "SignalBus", "SIGNALBUS"] {
+            assert!(validate_identity(reserved).is_ok(), "still a valid name to send to or look up");
+            assert!(validate_new_identity(reserved).is_err(), "{reserved}");
+        }
+        for ok in ["signalbus2", "my-signalbus", "signalbus.bot", "alice"] {
+            assert!(validate_new_identity(ok).is_ok(), "{ok}");
+        }
+        assert!(validate_new_identity(".bad").is_err());
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::catalog::{validate_ttl, DeliveryClass, TypeTable};
 use crate::error::{DomainError, DomainResult};
 use crate::event::{PublishPath, RecipientState, SignalBounced, SignalSent};
 use crate::names::{validate_identity, validate_signal_type};
+use crate::nul::{refuse_in_json, refuse_in_str};
 use crate::redact::redact;
 
 /// Default payload limit: 64 KiB of encoded JSON.
@@ -42,6 +43,9 @@ pub struct RecipientView {
     pub state: RecipientState,
     /// At least one fresh WebSocket session (else a fresh session is piggyback-only).
     pub has_live_ws: bool,
+    /// The recipient's freshest live session, which a send that is not queued offline
+    /// resolves to (recorded, so a dedupe repeat answers the same session).
+    pub freshest_session: Option<Uuid>,
 }
 
 /// The facts a send produces.
@@ -70,6 +74,7 @@ pub fn decide_send(
     now: DateTime<Utc>,
     max_payload_bytes: usize,
 ) -> DomainResult<SendDecision> {
+    refuse_nul(&req)?;
     validate_identity(&req.to).map_err(|_| DomainError::invalid(format!("to {:?} is not a valid identity", req.to)))?;
     validate_signal_type(&req.signal_type)?;
     if let Some(ttl) = req.ttl_seconds {
@@ -136,8 +141,22 @@ pub fn decide_send(
         correlation_id: req.correlation_id,
         dedupe_key: req.dedupe_key,
         redacted,
-        resolved_to_session: None,
+        resolved_to_session: recipient.freshest_session.filter(|_| publish_path != PublishPath::QueuedOffline),
     })))
+}
+
+/// Refuses a NUL character in any text the send would store (see `nul.rs`), first, so the
+/// message names the field whatever else is wrong with it.
+fn refuse_nul(req: &SendRequest) -> DomainResult<()> {
+    refuse_in_str("to", &req.to)?;
+    refuse_in_str("type", &req.signal_type)?;
+    if let Some(c) = &req.correlation_id {
+        refuse_in_str("correlation_id", c)?;
+    }
+    if let Some(k) = &req.dedupe_key {
+        refuse_in_str("dedupe_key", k)?;
+    }
+    refuse_in_json("payload", &req.payload)
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ fn req(ty: &str) -> SendRequest {
 }
 
 fn view(state: RecipientState, has_live_ws: bool) -> RecipientView {
-    RecipientView { registered: true, state, has_live_ws }
+    RecipientView { registered: true, state, has_live_ws, freshest_session: None }
 }
 
 fn when_sent(r: SendRequest, v: RecipientView) -> DomainResult<SendDecision> {
@@ -55,6 +55,17 @@ fn given_each_recipient_state_when_sending_each_class_then_the_contract_table_ho
 }
 
 #[test]
+fn given_a_live_session_when_sending_then_the_send_resolves_to_it_unless_queued_offline() {
+    let session = Some(uuid::Uuid::from_u128(9));
+    let live = RecipientView { freshest_session: session, ..view(RecipientState::Available, true) };
+    assert_eq!(accepted(when_sent(req("StatusUpdate"), live)).resolved_to_session, session);
+    let stale = RecipientView { freshest_session: session, ..view(RecipientState::NotAvailableStale, true) };
+    let queued = accepted(when_sent(req("StatusUpdate"), stale));
+    assert_eq!(queued.publish_path, PublishPath::QueuedOffline);
+    assert_eq!(queued.resolved_to_session, None);
+}
+
+#[test]
 fn given_overrides_when_sending_then_they_win_over_type_defaults() {
     let mut r = req("Blocker");
     r.delivery_class = Some(DeliveryClass::Async);
@@ -67,7 +78,12 @@ fn given_overrides_when_sending_then_they_win_over_type_defaults() {
 
 #[test]
 fn given_an_unregistered_recipient_when_sending_then_unknown_recipient() {
-    let v = RecipientView { registered: false, state: RecipientState::NotAvailableOffline, has_live_ws: false };
+    let v = RecipientView {
+        registered: false,
+        state: RecipientState::NotAvailableOffline,
+        has_live_ws: false,
+        freshest_session: None,
+    };
     assert_eq!(when_sent(req("X"), v), Err(DomainError::UnknownRecipient));
 }
 
@@ -110,4 +126,29 @@ fn given_a_dedupe_key_when_sending_twice_then_the_id_is_the_same_per_sender_and_
     assert_ne!(a, signal_id_for("default", "carol", Some("k")));
     assert_ne!(a, signal_id_for("other", "alice", Some("k")));
     assert_ne!(signal_id_for("default", "alice", None), signal_id_for("default", "alice", None));
+}
+
+/// Changes one field of a request.
+type Plant = fn(&mut SendRequest);
+
+#[test]
+fn given_a_nul_in_any_stored_text_when_sent_then_it_is_refused_naming_the_field() {
+    let cases: [(&str, Plant); 6] = [
+        ("to", |r| r.to = "b\u{0}ob".into()),
+        ("type", |r| r.signal_type = "Blo\u{0}cker".into()),
+        ("correlation_id", |r| r.correlation_id = Some("c\u{0}".into())),
+        ("dedupe_key", |r| r.dedupe_key = Some("\u{0}".into())),
+        ("payload.a.b", |r| r.payload = json!({"a": {"b": "x\u{0}y"}})),
+        ("the key \"k\\0\" under payload.a", |r| r.payload = json!({"a": {"k\u{0}": 1}})),
+    ];
+    for (field, plant) in cases {
+        let mut r = req("StatusUpdate");
+        plant(&mut r);
+        match when_sent(r, view(RecipientState::Available, true)) {
+            Err(DomainError::Invalid(m)) => {
+                assert!(m.starts_with(&format!("{field} contains a NUL character (U+0000)")), "{field}: {m}")
+            }
+            other => panic!("{field}: expected invalid_request, got {other:?}"),
+        }
+    }
 }

@@ -1,6 +1,9 @@
 //! The rules of one signal's life, as pure functions: `apply` folds events into a
 //! `SignalState`, `decide` turns a command into the events it causes or a refusal.
 //!
+//! `decide_hinted` is the same rules on what a writer already knows (a `Hint`), so the hot
+//! paths need no read.
+//!
 //! Deliberately no I/O and no clock: `now` is an argument. The compare-and-set that makes a
 //! decision stick under concurrency lives in `store.rs`; these rules only say what is allowed.
 //!
@@ -48,6 +51,8 @@ pub enum SignalCommand {
     /// Hand the signal to a session of its recipient. `redeliver` allows handing out again a
     /// signal delivered to a session that closed without acking it.
     Deliver {
+        /// Who is being handed the signal: only its recipient may be.
+        to: String,
         via: DeliveredVia,
         session_id: Option<Uuid>,
         redeliver: bool,
@@ -56,6 +61,10 @@ pub enum SignalCommand {
         by: String,
     },
     Expire,
+    /// Expire a pending signal now, as undeliverable, before any late delivery: a sync push
+    /// that could not complete promptly (its sender is answered `recipient_unavailable`), or a
+    /// signal whose recipient was removed.
+    Abandon,
     Ack {
         by: String,
         session_id: Option<Uuid>,
@@ -146,7 +155,10 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
     };
     let id = sent.signal_id;
     match command {
-        SignalCommand::Deliver { via, session_id, redeliver } => {
+        SignalCommand::Deliver { to, via, session_id, redeliver } => {
+            if sent.to != *to {
+                return Err(DomainError::NotFound);
+            }
             let redelivered = match state.status {
                 Status::Pending => false,
                 Status::Delivered { acked: false } if *redeliver => true,
@@ -182,6 +194,15 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
             Status::Pending => Err(DomainError::Refused("not yet due")),
             _ => Err(DomainError::Refused("already terminal")),
         },
+        SignalCommand::Abandon => match state.status {
+            Status::Pending => Ok(vec![EventBody::SignalExpired(SignalExpired {
+                signal_id: id,
+                expires_at: sent.expires_at,
+                undeliverable: true,
+            })]),
+            Status::Delivered { .. } => Err(DomainError::Refused("already delivered")),
+            _ => Err(DomainError::Refused("already terminal")),
+        },
         SignalCommand::Ack { by, session_id } => {
             if sent.to != *by {
                 return Err(DomainError::NotFound);
@@ -199,8 +220,84 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
     }
 }
 
+/// What a writer already knows about a signal's newest event, so a command can be decided
+/// without reading the stream. The append that follows is conditional on that event still
+/// being the newest (`store::SignalStore::execute_hinted`), so a stale hint costs a read, never
+/// a wrong outcome.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Hint<'a> {
+    /// The newest event is the signal's `signal.sent` (a push right after the send).
+    Sent(&'a SignalSent),
+    /// The newest event is a delivery to `to`, not acked (the delivering session acks).
+    Delivered { to: &'a str },
+    /// The signal is pending and due at `expires_at` (the read model's view: the sweeper).
+    Pending { expires_at: DateTime<Utc> },
+}
+
+impl Hint<'_> {
+    /// The state the hint describes, as far as a command's choice may depend on it (the status;
+    /// not the signal's body).
+    pub fn status(&self) -> SignalState {
+        let status = match self {
+            Hint::Sent(_) | Hint::Pending { .. } => Status::Pending,
+            Hint::Delivered { .. } => Status::Delivered { acked: false },
+        };
+        SignalState { status, ..SignalState::default() }
+    }
+}
+
+/// Decides `command` on signal `id` from `hint` alone: `None` when the hint cannot settle it
+/// (read the stream and `decide`); otherwise exactly what `decide` answers on the state the
+/// hint describes.
+pub fn decide_hinted(
+    id: Uuid,
+    hint: &Hint<'_>,
+    command: &SignalCommand,
+    now: DateTime<Utc>,
+) -> Option<DomainResult<Vec<EventBody>>> {
+    match (hint, command) {
+        (Hint::Sent(sent), SignalCommand::Deliver { to, via, session_id, .. }) => Some(if sent.to != *to {
+            Err(DomainError::NotFound)
+        } else if now >= sent.expires_at {
+            Err(DomainError::Refused("expired"))
+        } else {
+            Ok(vec![EventBody::SignalDelivered(SignalDelivered {
+                signal_id: id,
+                to: sent.to.clone(),
+                via: *via,
+                session_id: *session_id,
+                redelivered: false,
+            })])
+        }),
+        (Hint::Delivered { to }, SignalCommand::Ack { by, session_id }) if *to == by.as_str() => {
+            Some(Ok(vec![EventBody::SignalAcked(SignalAcked {
+                signal_id: id,
+                by: by.clone(),
+                session_id: *session_id,
+            })]))
+        }
+        (Hint::Sent(sent), SignalCommand::Expire) => Some(if now >= sent.expires_at {
+            Ok(vec![expired(sent)])
+        } else {
+            Err(DomainError::Refused("not yet due"))
+        }),
+        (Hint::Pending { expires_at }, SignalCommand::Expire) if now >= *expires_at => {
+            Some(Ok(vec![EventBody::SignalExpired(SignalExpired {
+                signal_id: id,
+                expires_at: *expires_at,
+                undeliverable: false,
+            })]))
+        }
+        _ => None,
+    }
+}
+
 fn expired(sent: &SignalSent) -> EventBody {
-    EventBody::SignalExpired(SignalExpired { signal_id: sent.signal_id, expires_at: sent.expires_at })
+    EventBody::SignalExpired(SignalExpired {
+        signal_id: sent.signal_id,
+        expires_at: sent.expires_at,
+        undeliverable: false,
+    })
 }
 
 #[cfg(test)]

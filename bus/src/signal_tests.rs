@@ -47,7 +47,7 @@ fn delivered(redelivered: bool) -> EventBody {
 }
 
 fn deliver(redeliver: bool) -> SignalCommand {
-    SignalCommand::Deliver { via: DeliveredVia::WsPush, session_id: None, redeliver }
+    SignalCommand::Deliver { to: "bob".into(), via: DeliveredVia::WsPush, session_id: None, redeliver }
 }
 
 fn recall(by: &str) -> SignalCommand {
@@ -110,7 +110,11 @@ fn given_recalled_or_expired_when_delivered_then_never_deliverable() {
 }
 
 fn expired_event() -> EventBody {
-    EventBody::SignalExpired(SignalExpired { signal_id: id(), expires_at: t0() + Duration::seconds(60) })
+    EventBody::SignalExpired(SignalExpired {
+        signal_id: id(),
+        expires_at: t0() + Duration::seconds(60),
+        undeliverable: false,
+    })
 }
 
 #[test]
@@ -206,4 +210,56 @@ fn terminal_outcomes_are_mutually_exclusive_whatever_the_order_of_facts() {
     assert_eq!(s.status, Status::Recalled);
     let s = SignalState::from_events(&[sent(), delivered(false), recalled, expired_event()]);
     assert_eq!(s.status, Status::Delivered { acked: false });
+}
+
+#[test]
+fn given_pending_when_abandoned_then_expired_as_undeliverable_and_never_delivered() {
+    let abandoned = EventBody::SignalExpired(SignalExpired {
+        signal_id: id(),
+        expires_at: t0() + Duration::seconds(60),
+        undeliverable: true,
+    });
+    let s = given(&[sent()]).when(SignalCommand::Abandon, 2).then_expect(std::slice::from_ref(&abandoned));
+    assert_eq!(s.status, Status::Expired);
+    given(&[sent(), abandoned]).when(deliver(true), 3).then_refused(DomainError::Refused("expired"));
+}
+
+#[test]
+fn given_delivered_when_abandoned_then_refused_so_the_delivery_stands() {
+    given(&[sent(), delivered(false)])
+        .when(SignalCommand::Abandon, 2)
+        .then_refused(DomainError::Refused("already delivered"));
+}
+
+#[test]
+fn a_hint_decides_exactly_what_decide_decides_on_the_state_it_describes() {
+    let EventBody::SignalSent(s) = sent() else { unreachable!() };
+    let hint = Hint::Sent(&s);
+    for (command, seconds) in
+        [(deliver(false), 1), (deliver(false), 60), (SignalCommand::Expire, 1), (SignalCommand::Expire, 60)]
+    {
+        let now = t0() + Duration::seconds(seconds);
+        let hinted = decide_hinted(id(), &hint, &command, now).expect("a sent hint settles deliveries and expiries");
+        assert_eq!(hinted, decide(&SignalState::from_events([&sent()]), &command, now), "{command:?} at +{seconds}s");
+    }
+    let delivered_state = SignalState::from_events([&sent(), &delivered(false)]);
+    let ack_hint = Hint::Delivered { to: "bob" };
+    assert_eq!(decide_hinted(id(), &ack_hint, &ack("bob"), t0()), Some(decide(&delivered_state, &ack("bob"), t0())));
+    assert_eq!(decide_hinted(id(), &ack_hint, &ack("mallory"), t0()), None, "someone else's ack reads the stream");
+    let due = Hint::Pending { expires_at: t0() + Duration::seconds(60) };
+    assert_eq!(decide_hinted(id(), &due, &SignalCommand::Expire, t0()), None, "not due: read the stream");
+    assert_eq!(
+        decide_hinted(id(), &due, &SignalCommand::Expire, t0() + Duration::seconds(60)),
+        Some(Ok(vec![expired_event()]))
+    );
+    assert_eq!(decide_hinted(id(), &hint, &recall("alice"), t0()), None, "recalls always read the stream");
+}
+
+#[test]
+fn given_pending_when_someone_else_asks_for_it_then_not_found() {
+    let other =
+        SignalCommand::Deliver { to: "mallory".into(), via: DeliveredVia::WsPush, session_id: None, redeliver: false };
+    given(&[sent()]).when(other.clone(), 1).then_refused(DomainError::NotFound);
+    let EventBody::SignalSent(s) = sent() else { unreachable!() };
+    assert_eq!(decide_hinted(id(), &Hint::Sent(&s), &other, t0()), Some(Err(DomainError::NotFound)));
 }

@@ -14,7 +14,7 @@ use crate::event::{Entity, Event, EventBody, SignalSent};
 use crate::log::{Appended, Expect, SharedLog, Stored};
 use crate::metrics;
 use crate::send::SendDecision;
-use crate::signal::{decide, SignalCommand, SignalState};
+use crate::signal::{decide, decide_hinted, Hint, SignalCommand, SignalState};
 
 /// How many times a command is re-decided after losing a compare-and-set before giving up.
 /// Each loss means someone else changed the signal, and a signal has at most a handful of
@@ -37,6 +37,24 @@ pub struct SendRecorded {
     /// False when an earlier send with the same dedupe key had already been recorded.
     pub created: bool,
     pub seq: u64,
+}
+
+/// What a caller knows about a signal before deciding on it (see `execute_hinted`).
+#[derive(Debug, Clone)]
+pub struct Known<'a> {
+    pub hint: Hint<'a>,
+    /// The stream sequence of the event the hint describes.
+    pub last_seq: u64,
+    /// The signal's correlation id, carried by every event of it.
+    pub correlation_id: Option<String>,
+}
+
+/// What `execute_hinted` appended (its sequence and event), and the state after it when the
+/// stream was read (`None` when the hint sufficed).
+#[derive(Debug, Clone)]
+pub struct Hinted {
+    pub appended: Option<(u64, EventBody)>,
+    pub state: Option<SignalState>,
 }
 
 #[derive(Debug, Clone)]
@@ -102,6 +120,63 @@ impl SignalStore {
             }
             if !lost {
                 return Ok(Executed { state, appended, last_seq });
+            }
+        }
+        Err(Error::Unavailable(format!("signal {signal_id} is too contended")))
+    }
+
+    /// Decides and appends like `execute`, but first on what the caller already knows: with
+    /// `known`, the command is decided on its hint and appended expecting `known.last_seq` to
+    /// still be the signal's newest sequence — no read. A stale hint (the compare-and-set
+    /// loses) or one that cannot settle the command falls back to read → decide → append.
+    ///
+    /// `command` is built from the state it is decided on (the hint's, or the stream's), for
+    /// commands whose shape depends on it (whether a redelivery is allowed).
+    pub async fn execute_hinted(
+        &self,
+        tenant: &str,
+        signal_id: Uuid,
+        command: impl Fn(&SignalState) -> SignalCommand,
+        actor: &str,
+        now: DateTime<Utc>,
+        known: Option<Known<'_>>,
+    ) -> Result<Hinted> {
+        if let Some(known) = known.filter(|k| k.last_seq > 0) {
+            let cmd = command(&known.hint.status());
+            let body = match decide_hinted(signal_id, &known.hint, &cmd, now) {
+                // The hint is the newest event, and what it refuses stays refused.
+                Some(Err(refused)) => return Err(refused.into()),
+                Some(Ok(bodies)) => <[EventBody; 1]>::try_from(bodies).ok().map(|[body]| body),
+                None => None,
+            };
+            if let Some(body) = body {
+                let mut event = Event::new(tenant, Some(actor.to_string()), now, body);
+                event.correlation_id = known.correlation_id;
+                match self.append(&event, Expect::LastSubjectSeq(known.last_seq)).await {
+                    Ok(a) => return Ok(Hinted { appended: Some((a.seq, event.body)), state: None }),
+                    // Something happened since the hint: read the stream and decide again.
+                    Err(Error::Conflict { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        for _ in 0..MAX_ATTEMPTS {
+            let (state, last_seq) = self.load(tenant, signal_id).await?;
+            let bodies = decide(&state, &command(&state), now)?;
+            let Ok([body]) = <[EventBody; 1]>::try_from(bodies) else {
+                // Nothing to append (an ack repeated): the state already answers.
+                return Ok(Hinted { appended: None, state: Some(state) });
+            };
+            let mut event = Event::new(tenant, Some(actor.to_string()), now, body);
+            event.correlation_id = state.sent.as_ref().and_then(|s| s.correlation_id.clone());
+            match self.append(&event, Expect::LastSubjectSeq(last_seq)).await {
+                Ok(a) => {
+                    let mut state = state;
+                    state.apply(&event.body);
+                    return Ok(Hinted { appended: Some((a.seq, event.body)), state: Some(state) });
+                }
+                Err(Error::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
             }
         }
         Err(Error::Unavailable(format!("signal {signal_id} is too contended")))

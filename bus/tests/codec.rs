@@ -68,7 +68,7 @@ fn samples() -> Vec<Event> {
             redelivered: true,
         }),
         EventBody::SignalAcked(SignalAcked { signal_id: sig, by: "bob".into(), session_id: Some(sess) }),
-        EventBody::SignalExpired(SignalExpired { signal_id: sig, expires_at: at }),
+        EventBody::SignalExpired(SignalExpired { signal_id: sig, expires_at: at, undeliverable: false }),
         EventBody::SignalRecalled(SignalRecalled { signal_id: sig, by: "alice".into() }),
         EventBody::PluginFactRecorded(PluginFactRecorded {
             plugin: "alice/watcher".into(),
@@ -77,6 +77,8 @@ fn samples() -> Vec<Event> {
             state: r#"{"ok":true}"#.into(),
             recorded_by: "alice".into(),
         }),
+        // New types go last: a sample's event_id is its index, and existing vectors hold theirs.
+        EventBody::AgentRemoved(AgentRemoved { identity: "alice".into() }),
     ];
     bodies
         .into_iter()
@@ -89,6 +91,7 @@ fn samples() -> Vec<Event> {
             actor: Some("alice".into()),
             correlation_id: Some("corr-1".into()),
             causation_id: Some(Uuid::from_u128(0xC0)),
+            accept_by: None,
             body,
         })
         .collect()
@@ -142,4 +145,28 @@ fn unknown_fields_from_newer_writers_are_ignored() {
 fn garbage_is_a_decode_error_not_a_panic() {
     assert!(decode(b"\xc1\x00garbage").is_err());
     assert!(decode(&[]).is_err());
+}
+
+#[test]
+fn an_event_stored_after_its_acceptance_deadline_reads_as_voided() {
+    let mut event = samples().into_iter().find(|e| e.type_name() == "signal.sent").unwrap();
+    let at = event.occurred_at;
+    event.accept_by = Some(at + chrono::Duration::seconds(8));
+    let decoded = decode(&encode(&event).unwrap()).unwrap();
+    assert_eq!(decoded, event, "accept_by survives the codec");
+
+    let in_time = decoded.clone().as_stored_at(at + chrono::Duration::seconds(8));
+    assert_eq!(in_time.type_name(), "signal.sent");
+    assert_eq!(in_time.accept_by, None, "readers see the event as its writer built it");
+    let late = decoded.as_stored_at(at + chrono::Duration::milliseconds(8001));
+    match late.body {
+        EventBody::Voided(v) => {
+            assert_eq!(v.original_type, "signal.sent");
+            assert_eq!(v.signal_id, event.body.signal_id());
+        }
+        other => panic!("a late event must read as voided, got {other:?}"),
+    }
+    let mut unstamped = event.clone();
+    unstamped.accept_by = None;
+    assert_eq!(unstamped.clone().as_stored_at(at + chrono::Duration::days(1)), unstamped, "no deadline, never void");
 }

@@ -1,7 +1,8 @@
 //! The event-log conformance suite: the semantics documented on `bus::log::EventLog`, checked
-//! case by case against every backend (JetStream on a private nats-server, embedded SQLite), so
-//! the two cannot drift apart. Backend-specific behaviour (server restarts under a live tail,
-//! stream configuration) is tested at the end.
+//! case by case against every backend — JetStream on Debian's nats-server 2.9.10, on the
+//! current release, and on a 3-node cluster of the current release with a stream of 3 replicas;
+//! embedded SQLite — so they cannot drift apart. Backend-specific behaviour (server restarts
+//! and a leader's death under a live tail, stream configuration) lives in `log_conformance/`.
 //!
 //! Deliberately mocks nothing: each test runs a real server or a real file.
 
@@ -10,9 +11,11 @@ mod support;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use bus::log::{EventLog, Expect, SharedLog, Stored};
+use bus::log::{Expect, SharedLog, Stored};
 use bus::Error;
-use support::{append_n, append_retrying, event_on, next_of, seqs, subject_of, Backend, Embedded, JetStream};
+use support::{
+    append_n, event_on, next_of, seqs, subject_of, Backend, Current, Debian, Embedded, JetStream, Replicated,
+};
 use uuid::Uuid;
 
 async fn append_and_read_order<B: Backend>() {
@@ -235,6 +238,34 @@ async fn conflict_when_expecting_empty_subject<B: Backend>() {
     assert_eq!(log.last_seq().await.unwrap(), 3);
 }
 
+/// A writer sees its own write at once — on its subject and in a page from the start — while
+/// other writers keep the stream busy (a replicated stream's followers lag behind its leader).
+async fn own_writes_are_visible_at_once<B: Backend>() {
+    let b = B::open().await;
+    let log = b.log();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for _ in 0..4 {
+        let (log, stop) = (log.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = log.append(&event_on(Uuid::new_v4()), Expect::Any).await;
+            }
+        });
+    }
+    for i in 0..150 {
+        let signal = Uuid::new_v4();
+        let subject = subject_of(&log, signal);
+        let a = log.append(&event_on(signal), Expect::LastSubjectSeq(0)).await.unwrap();
+        assert_eq!(log.last_on_subject(&subject).await.unwrap().map(|s| s.seq), Some(a.seq), "write {i}");
+        assert_eq!(seqs(&log.read_subject(&subject).await.unwrap()), vec![a.seq], "write {i}");
+        if i % 15 == 0 {
+            let page = log.read(a.seq.saturating_sub(50).max(1), 1000).await.unwrap();
+            assert!(page.last().is_some_and(|s| s.seq >= a.seq), "write {i}: a page from before it ends before it");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 macro_rules! conformance {
     ($backend:ident, $ty:ty) => {
         mod $backend {
@@ -265,6 +296,10 @@ macro_rules! conformance {
                 super::last_on_subject::<$ty>().await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn own_writes_are_visible_at_once() {
+                super::own_writes_are_visible_at_once::<$ty>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn conflict_when_expecting_empty_subject() {
                 super::conflict_when_expecting_empty_subject::<$ty>().await
             }
@@ -272,127 +307,13 @@ macro_rules! conformance {
     };
 }
 
-conformance!(jetstream, JetStream);
+conformance!(jetstream, JetStream<Debian>);
+conformance!(jetstream_current, JetStream<Current>);
+conformance!(jetstream_replicated, Replicated);
 conformance!(embedded, Embedded);
 
-mod jetstream_only {
-    use super::*;
-    use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
-    use support::unique_stream;
-    use testkit::NatsServer;
+#[path = "log_conformance/replicated.rs"]
+mod replicated;
 
-    /// A live tail and a live client ride through a server restart: the tail yields everything
-    /// appended before and after it, in order, without gaps or repeats.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn tail_survives_server_restart() {
-        tail_survives(false).await
-    }
-
-    /// The same through a crash (SIGKILL): acknowledged events were on disk before their ack.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn tail_survives_server_crash() {
-        tail_survives(true).await
-    }
-
-    async fn tail_survives(crash: bool) {
-        let mut b = JetStream::open().await;
-        let log = b.log();
-        let signal = Uuid::new_v4();
-        append_n(&log, &[signal], 5).await;
-        let mut tail = log.tail(1).await.unwrap();
-        for seq in 1..=5 {
-            assert_eq!(next_of(&mut tail).await.seq, seq);
-        }
-        // Leaves `read`'s cursor consumer standing at 6; the restart loses it.
-        assert_eq!(seqs(&log.read(1, 100).await.unwrap()), vec![1, 2, 3, 4, 5]);
-        if crash {
-            b.server.kill().await;
-        }
-        b.server.restart().await;
-        for _ in 0..5 {
-            append_retrying(&log, &event_on(signal), Expect::Any).await;
-        }
-        for seq in 6..=10 {
-            assert_eq!(next_of(&mut tail).await.seq, seq);
-        }
-        assert_eq!(seqs(&log.read(6, 100).await.unwrap()), vec![6, 7, 8, 9, 10]);
-        assert_eq!(log.last_seq().await.unwrap(), 10);
-    }
-
-    /// Streams with different names share a server without seeing each other's events.
-    #[tokio::test]
-    async fn streams_with_different_names_are_isolated() {
-        let server = NatsServer::start().await;
-        let a = JetStream::connect(&server.url(), &unique_stream()).await;
-        let b = JetStream::connect(&server.url(), &unique_stream()).await;
-        assert_ne!(a.subjects().prefix(), b.subjects().prefix());
-        let (a, b): (SharedLog, SharedLog) = (a, b);
-        append_n(&a, &[Uuid::new_v4()], 3).await;
-        assert_eq!(a.last_seq().await.unwrap(), 3);
-        assert_eq!(b.last_seq().await.unwrap(), 0);
-        assert!(b.read(1, 10).await.unwrap().is_empty());
-    }
-
-    /// Reconnecting with another `max_age` updates the existing stream and keeps its events.
-    #[tokio::test]
-    async fn reconnect_updates_max_age() {
-        let server = NatsServer::start().await;
-        let stream = unique_stream();
-        let first = JetStream::connect(&server.url(), &stream).await;
-        let shared: SharedLog = first.clone();
-        append_n(&shared, &[Uuid::new_v4()], 2).await;
-        let config = JetStreamConfig { stream: stream.clone(), max_age: Duration::from_secs(3600) };
-        let second = JetStreamLog::connect(&server.url(), config).await.unwrap();
-        assert_eq!(second.last_seq().await.unwrap(), 2);
-        let nats = async_nats::connect(server.url()).await.unwrap();
-        let info = async_nats::jetstream::new(nats).get_stream(&stream).await.unwrap().get_info().await.unwrap();
-        assert_eq!(info.config.max_age, Duration::from_secs(3600));
-        assert!(info.config.allow_direct);
-        assert_eq!(info.config.subjects, vec![format!("{}.>", stream.to_lowercase())]);
-        // Shorter than the duplicate window: the window shrinks with it instead of failing.
-        let config = JetStreamConfig { stream: stream.clone(), max_age: Duration::from_secs(30) };
-        let third = JetStreamLog::connect(&server.url(), config).await.unwrap();
-        assert_eq!(third.last_seq().await.unwrap(), 2);
-    }
-
-    /// How fast a projector-style reader pages through the stream (`cargo test -- --ignored`).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "throughput measurement, not a check"]
-    async fn read_throughput() {
-        const N: usize = 100_000;
-        let b = JetStream::open().await;
-        let log = b.log();
-        let started = Instant::now();
-        let writers: Vec<_> = (0..32)
-            .map(|_| {
-                let log = log.clone();
-                tokio::spawn(async move { append_n(&log, &[Uuid::new_v4()], N / 32).await })
-            })
-            .collect();
-        for w in writers {
-            w.await.unwrap();
-        }
-        let total = log.last_seq().await.unwrap();
-        eprintln!("appended {total} events in {:?}", started.elapsed());
-        let started = Instant::now();
-        let (mut from, mut read) = (1, 0);
-        loop {
-            let page = log.read(from, 1000).await.unwrap();
-            let Some(last) = page.last() else { break };
-            from = last.seq + 1;
-            read += page.len();
-        }
-        assert_eq!(read as u64, total);
-        let secs = started.elapsed().as_secs_f64();
-        eprintln!("read {read} events in {secs:.2}s ({:.0}/s)", read as f64 / secs);
-    }
-
-    #[tokio::test]
-    async fn unreachable_server_is_unavailable() {
-        let mut server = NatsServer::start().await;
-        let url = server.url();
-        server.stop().await;
-        let r = JetStreamLog::connect(&url, JetStreamConfig::default()).await;
-        assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
-    }
-}
+#[path = "log_conformance/jetstream_only.rs"]
+mod jetstream_only;

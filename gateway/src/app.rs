@@ -24,7 +24,10 @@ pub fn app(gateway: Gateway) -> Router {
         .merge(http::api_routes().route_layer(piggyback))
         .merge(http::ops_routes())
         .route("/v1/ws", get(ws::upgrade))
+        .merge(crate::mcp::routes(&gateway, MAX_BODY_BYTES))
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
+        // Last, so it replaces the default 405 of every route above, outside the piggyback layer.
+        .method_not_allowed_fallback(http::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(gateway)
 }
@@ -56,13 +59,13 @@ pub async fn serve_router(
             tracing::debug!(error = %e, "could not set TCP_NODELAY on an accepted socket");
         }
     });
-    let result = axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!(sessions = gw.local_sessions(), "shutting down; closing sessions");
-            gw.begin_shutdown();
-        })
-        .await;
+    let limits = gateway.config().connections.clone();
+    let result = crate::listener::serve(listener, router, limits, async move {
+        shutdown.await;
+        tracing::info!(sessions = gw.local_sessions(), "shutting down; closing sessions");
+        gw.begin_shutdown();
+    })
+    .await;
     gateway.begin_shutdown();
     gateway.drained().await;
     result

@@ -1,20 +1,22 @@
-//! The commands other than send, shared by HTTP and WebSocket: recall (CONTRACT §6), ack
+//! The commands other than send, shared by HTTP, WebSocket and MCP: recall (CONTRACT §6), ack
 //! (CONTRACT §5) and plugin facts (CONTRACT §8).
 //!
 //! Deliberately thin: `bus::store` decides and appends; this file adds who may ask, what the
 //! caller is told, and the metrics.
 
-use bus::event::{Event, EventBody, PluginFactRecorded, SignalAcked};
-use bus::log::Expect;
+use bus::event::PluginFactRecorded;
 use bus::names::{plugin_owned_by, validate_plugin};
-use bus::signal::{RecallOutcome, SignalCommand};
+use bus::signal::{Hint, RecallOutcome, SignalCommand, SignalState};
+use bus::store::Known;
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::hub::SessionHandle;
 use crate::metrics;
+use crate::ratelimit::FactRate;
 use crate::state::Gateway;
 
 /// Largest plugin fact state, encoded (CONTRACT §8).
@@ -30,23 +32,43 @@ pub async fn recall(gw: &Gateway, tenant: &str, by: &str, signal_id: Uuid) -> Re
     Ok(outcome)
 }
 
+/// `recall` of an id given as text (a path parameter, a tool argument): text that is not a
+/// uuid names no signal, so it answers `not_found` like an unknown id.
+pub async fn recall_id(gw: &Gateway, tenant: &str, by: &str, signal_id: &str) -> Result<RecallOutcome, ApiError> {
+    match Uuid::parse_str(signal_id) {
+        Ok(id) => recall(gw, tenant, by, id).await,
+        Err(_) => {
+            metrics::recall(RecallOutcome::NotFound);
+            Ok(RecallOutcome::NotFound)
+        }
+    }
+}
+
 /// Records acks of `by` for signals delivered to it. Signals that are not its own, not
 /// delivered, or already acked are skipped: an ack is a hint, never an error.
 ///
 /// A WebSocket `session` knows where each delivery it made landed on the stream, so an ack of
 /// one of those is a single append conditional on that delivery still being the signal's
 /// newest event, with no read. Anything else (HTTP acks, a lost race, a signal this session
-/// did not deliver) reads the signal and decides. All ids are recorded concurrently.
+/// did not deliver) reads the signal and decides. Up to `ACK_CONCURRENCY` ids are recorded at
+/// once: each one in progress holds a round trip's worth of state, so an ack of a thousand
+/// unknown ids must not start a thousand reads together.
 pub async fn ack(gw: &Gateway, tenant: &str, by: &str, session: Option<&SessionHandle>, ids: &[Uuid]) {
     let now = Utc::now();
-    let results = futures::future::join_all(ids.iter().map(|id| ack_one(gw, tenant, by, session, *id, now))).await;
-    for (id, r) in ids.iter().zip(results) {
+    let results = futures::stream::iter(ids.iter().copied())
+        .map(|id| async move { (id, ack_one(gw, tenant, by, session, id, now).await) })
+        .buffer_unordered(ACK_CONCURRENCY);
+    futures::pin_mut!(results);
+    while let Some((id, r)) = results.next().await {
         match r {
             Ok(()) | Err(bus::Error::Domain(_)) => {}
             Err(e) => tracing::warn!(error = %e, signal_id = %id, "ack not recorded"),
         }
     }
 }
+
+/// Acks of one call recorded at once.
+const ACK_CONCURRENCY: usize = 16;
 
 async fn ack_one(
     gw: &Gateway,
@@ -57,22 +79,15 @@ async fn ack_one(
     now: DateTime<Utc>,
 ) -> Result<(), bus::Error> {
     let session_id = session.map(|s| s.id);
-    if let Some(at) = session.and_then(|s| s.take_delivery(id)) {
-        // This session appended the delivery at `at.seq`, to `by` (a session only receives its
-        // own identity's signals): if it is still the newest event, the signal is delivered
-        // and unacked, exactly what `decide` would check after reading it.
-        let body = EventBody::SignalAcked(SignalAcked { signal_id: id, by: by.to_string(), session_id });
-        let mut event = Event::new(tenant, Some(by.to_string()), now, body);
-        event.correlation_id = at.correlation_id;
-        match gw.store().append(&event, Expect::LastSubjectSeq(at.seq)).await {
-            Ok(_) => return Ok(()),
-            // Something followed the delivery (an ack over HTTP, a redelivery): decide afresh.
-            Err(bus::Error::Conflict { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let command = SignalCommand::Ack { by: by.to_string(), session_id };
-    gw.store().execute(tenant, id, &command, by, now).await.map(|_| ())
+    // This session appended the delivery at `at.seq`, to `by` (a session only receives its own
+    // identity's signals): while that is the newest event, no read is needed.
+    let known = session.and_then(|s| s.take_delivery(id)).map(|at| Known {
+        hint: Hint::Delivered { to: by },
+        last_seq: at.seq,
+        correlation_id: at.correlation_id,
+    });
+    let command = |_: &SignalState| SignalCommand::Ack { by: by.to_string(), session_id };
+    gw.store().execute_hinted(tenant, id, command, by, now, known).await.map(|_| ())
 }
 
 /// Who records a plugin fact: an agent, for the plugins it owns, or the admin, for any.
@@ -85,15 +100,23 @@ pub enum FactAuthor<'a> {
 /// `recorded_by` of facts the admin records.
 pub const ADMIN_RECORDER: &str = "admin";
 
-/// Appends a plugin fact for `author` and returns its per-plugin `seq`.
+/// A recorded plugin fact: its per-plugin `seq`, and the paths of `state` the redaction guard
+/// replaced (CONTRACT §4, applied to facts as to payloads).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactRecorded {
+    pub seq: u64,
+    pub redacted: Vec<String>,
+}
+
+/// Appends a plugin fact for `author`, its secrets redacted first.
 pub async fn fact(
     gw: &Gateway,
     tenant: &str,
     author: FactAuthor<'_>,
     plugin: &str,
     fact_type: &str,
-    state: &Value,
-) -> Result<u64, ApiError> {
+    mut state: Value,
+) -> Result<FactRecorded, ApiError> {
     let by = match author {
         FactAuthor::Agent(identity) => identity,
         FactAuthor::Admin => ADMIN_RECORDER,
@@ -102,18 +125,29 @@ pub async fn fact(
     if matches!(author, FactAuthor::Agent(_)) && !plugin_owned_by(plugin, by) {
         return Err(ApiError::Forbidden(format!("{by} may only record facts for the plugins {by:?} and \"{by}/...\"")));
     }
+    bus::nul::refuse_in_str("fact_type", fact_type)?;
+    bus::nul::refuse_in_json("state", &state)?;
     if fact_type.is_empty() || fact_type.chars().count() > 128 {
         return Err(ApiError::invalid("fact_type must be 1 to 128 characters"));
     }
     if !state.is_object() {
         return Err(ApiError::invalid("state must be a JSON object"));
     }
+    crate::wire::check_depth("state", &state)?;
+    let redacted = bus::redact::redact(&mut state);
     let encoded = state.to_string();
     if encoded.len() > MAX_FACT_STATE_BYTES {
         return Err(ApiError::PayloadTooLarge(format!(
             "state is {} bytes encoded, the limit is {MAX_FACT_STATE_BYTES}",
             encoded.len()
         )));
+    }
+    if let Err(wait) = gw.fact_limiter().check_n(tenant, by, FactRate::cost(encoded.len())) {
+        metrics::facts_rate_limited();
+        return Err(ApiError::rate_limited(
+            format!("{by} is over its plugin fact rate; retry in {} ms", wait.as_millis().max(1)),
+            wait,
+        ));
     }
     let fact = PluginFactRecorded {
         plugin: plugin.to_string(),
@@ -122,5 +156,6 @@ pub async fn fact(
         state: encoded,
         recorded_by: by.to_string(),
     };
-    Ok(gw.store().record_fact(tenant, by, fact, Utc::now()).await?)
+    let seq = gw.store().record_fact(tenant, by, fact, Utc::now()).await?;
+    Ok(FactRecorded { seq, redacted })
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bus::catalog::TypeTable;
 
 use crate::admin::AdminOps;
-use crate::ratelimit::SendRate;
+use crate::ratelimit::{FactRate, SendRate};
 
 /// Everything a gateway process is told at start.
 #[derive(Clone)]
@@ -38,6 +38,10 @@ pub struct GatewayConfig {
     /// How long a node that does not hold the preferred session waits before pushing anyway,
     /// so that a node whose presence view lags still delivers.
     pub push_grace: Duration,
+    /// How long a send that resolved to a live WebSocket session waits for its push to be
+    /// recorded. Past it, a sync send is answered `recipient_unavailable` (and can never be
+    /// delivered later); an async one is answered `queued`.
+    pub push_confirm_timeout: Duration,
     /// How long `run` waits for sessions to close at shutdown.
     pub shutdown_grace: Duration,
     /// Rebuild and doctor, when this process can reach the read models' owner (the binary
@@ -45,6 +49,41 @@ pub struct GatewayConfig {
     pub admin_ops: Option<Arc<dyn AdminOps>>,
     /// Per-identity send quota of this process; `None` turns it off.
     pub send_rate: Option<SendRate>,
+    /// Per-identity plugin fact quota of this process; `None` turns it off.
+    pub fact_rate: Option<FactRate>,
+    /// Encoded fact state one `GET /v1/plugins/{plugin}/facts` page stops at (past its first
+    /// fact): what one read can make this process hold is bounded in bytes, not only rows.
+    pub fact_page_bytes: usize,
+    /// How many connections this process holds and how long they may stay silent.
+    pub connections: ConnLimits,
+}
+
+/// Limits on the connections one gateway process serves (`listener.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Open connections at once, WebSocket sessions included; one more is answered 503 and
+    /// closed. Default: the open-files limit less what the process needs for itself.
+    pub max_connections: usize,
+    /// A request head must arrive complete within this long: of connecting for the first
+    /// request, of its first byte for later ones.
+    pub header_read_timeout: Duration,
+    /// A keep-alive connection that starts no new request for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+/// Descriptors kept for the process itself (stream, database pool, files, the runtime).
+const RESERVED_FDS: u64 = 64;
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        let soft = rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft);
+        let max_connections = usize::try_from(soft.saturating_sub(RESERVED_FDS).max(16)).unwrap_or(usize::MAX);
+        ConnLimits {
+            max_connections,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 impl Default for GatewayConfig {
@@ -62,9 +101,13 @@ impl Default for GatewayConfig {
             drain_wait: Duration::from_secs(10),
             drain_batch: 500,
             push_grace: Duration::from_millis(250),
-            shutdown_grace: Duration::from_secs(10),
+            push_confirm_timeout: Duration::from_secs(2),
+            shutdown_grace: Duration::from_secs(5),
             admin_ops: None,
             send_rate: Some(SendRate::default()),
+            fact_rate: Some(FactRate::default()),
+            fact_page_bytes: 4 * 1024 * 1024,
+            connections: ConnLimits::default(),
         }
     }
 }
@@ -89,6 +132,9 @@ impl std::fmt::Debug for GatewayConfig {
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("admin_ops", &self.admin_ops.is_some())
             .field("send_rate", &self.send_rate)
+            .field("fact_rate", &self.fact_rate)
+            .field("fact_page_bytes", &self.fact_page_bytes)
+            .field("connections", &self.connections)
             .finish_non_exhaustive()
     }
 }

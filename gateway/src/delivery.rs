@@ -7,12 +7,13 @@
 //! A frame queued after its delivery was recorded but never read (the client vanished) is
 //! simply delivered-and-unacked, which the next session of the identity gets again.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use bus::event::{DeliveredVia, Event, EventBody, SignalDelivered, SignalSent};
-use bus::log::Expect;
-use bus::signal::{decide, SignalCommand, Status};
+use bus::event::{DeliveredVia, EventBody, SignalSent};
+use bus::signal::{Hint, SignalCommand, SignalState, Status};
+use bus::store::Known;
 use chrono::Utc;
 use uuid::Uuid;
 
@@ -20,20 +21,40 @@ use crate::hub::{CloseReason, DeliveredAt, SessionHandle};
 use crate::state::Gateway;
 use crate::{metrics, wire};
 
-/// Attempts after losing a compare-and-set before giving the signal up to the next drain.
-const MAX_ATTEMPTS: usize = 8;
-
 /// A `signal.sent` just read from the stream, with the sequence it was stored at.
 pub struct Fresh<'a> {
     pub sent: &'a SignalSent,
     pub seq: u64,
 }
 
+/// Who a delivery goes to: the recipient identity and the session it is handed to.
+#[derive(Debug, Clone, Copy)]
+pub struct Recipient<'a> {
+    pub tenant: &'a str,
+    pub identity: &'a str,
+    /// Recorded in `signal.delivered`; a signal this session was handed and has not acked is
+    /// never handed to it again. `None`: `GET /v1/inbox?drain=true`, which hands signals to
+    /// the caller rather than to a session.
+    pub session_id: Option<Uuid>,
+}
+
+impl<'a> Recipient<'a> {
+    pub fn session(s: &'a SessionHandle) -> Self {
+        Recipient { tenant: &s.tenant, identity: &s.identity, session_id: Some(s.id) }
+    }
+}
+
+/// A delivery that was recorded: what to hand over, exactly once, to whoever asked.
+#[derive(Debug)]
+pub struct Delivered<'a> {
+    pub sent: Cow<'a, SignalSent>,
+    pub redelivered: bool,
+    /// The stream sequence of the `signal.delivered`.
+    pub seq: u64,
+}
+
 /// Delivers one signal to `session`. Returns whether a frame was queued.
 ///
-/// With `fresh`, the delivery is appended expecting the `signal.sent` to still be the newest
-/// event of the signal — no read needed on the hot path; losing that race (a recall, an
-/// expiry, another delivery) falls back to reading the signal and deciding again.
 /// `allow_redeliver` lets a signal delivered to a session that has since closed, and never
 /// acked, go out again (`redelivered: true`).
 pub async fn deliver_to(
@@ -56,70 +77,62 @@ pub async fn deliver_to(
         }
         Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return Ok(false),
     };
-    let tenant = session.tenant.as_str();
-    let actor = session.identity.clone();
+    let Some(d) = record(gw, Recipient::session(session), signal_id, fresh, via, allow_redeliver).await? else {
+        return Ok(false);
+    };
+    let at = DeliveredAt { seq: d.seq, correlation_id: d.sent.correlation_id.clone() };
+    session.remember_delivery(signal_id, at);
+    permit.send(wire::signal_frame(&d.sent, d.redelivered));
+    Ok(true)
+}
 
-    if let Some(Fresh { sent, seq }) = fresh {
-        let now = Utc::now();
-        if now >= sent.expires_at {
-            return Ok(false);
-        }
-        let body = EventBody::SignalDelivered(SignalDelivered {
-            signal_id,
-            to: sent.to.clone(),
-            via,
-            session_id: session.delivery_session(),
-            redelivered: false,
-        });
-        let mut event = Event::new(tenant, Some(actor.clone()), now, body);
-        event.correlation_id = sent.correlation_id.clone();
-        match gw.store().append(&event, Expect::LastSubjectSeq(seq)).await {
-            Ok(a) => {
-                session.remember_delivery(signal_id, DeliveredAt { seq: a.seq, correlation_id: event.correlation_id });
-                permit.send(wire::signal_frame(sent, false));
-                metrics::delivered(&gw.config().types, &sent.signal_type, via, sent.created_at);
-                return Ok(true);
-            }
-            Err(bus::Error::Conflict { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-
-    for _ in 0..MAX_ATTEMPTS {
-        let (state, last_seq) = gw.store().load(tenant, signal_id).await?;
-        let Some(sent) = state.sent.as_deref() else { return Ok(false) };
-        if sent.to != session.identity {
-            return Ok(false);
-        }
-        // Hand out again only what went to a session that is gone: a delivery to a session
-        // still open (this one, or a sibling) is that session's to ack.
+/// Records the delivery of one signal to `to` through the per-signal compare-and-set and
+/// returns what to hand over, or `None` when it is not (or no longer) deliverable to `to`.
+/// The caller must hand what it gets to the recipient: it is delivered on the stream.
+///
+/// With `fresh`, the delivery is decided on the `signal.sent` just seen and appended expecting it
+/// to still be the newest event — no read on the hot path; losing that race (a recall, an
+/// expiry, another delivery) reads the signal and decides again (`execute_hinted`).
+pub async fn record<'a>(
+    gw: &Gateway,
+    to: Recipient<'_>,
+    signal_id: Uuid,
+    fresh: Option<Fresh<'a>>,
+    via: DeliveredVia,
+    allow_redeliver: bool,
+) -> Result<Option<Delivered<'a>>, bus::Error> {
+    let hinted_sent = fresh.as_ref().map(|f| f.sent);
+    let known = fresh.map(|Fresh { sent, seq }| Known {
+        hint: Hint::Sent(sent),
+        last_seq: seq,
+        correlation_id: sent.correlation_id.clone(),
+    });
+    // Hand out again only what went to a session that is gone: a delivery to a session still
+    // open (the asking one, or a sibling) is that session's to ack.
+    let command = |state: &SignalState| {
         let redeliver = allow_redeliver
             && state.status == (Status::Delivered { acked: false })
             && state
                 .last_delivery
                 .as_ref()
                 .and_then(|d| d.session_id)
-                .is_some_and(|sid| sid != session.id && !gw.presence().is_open(sid));
-        let now = Utc::now();
-        let command = SignalCommand::Deliver { via, session_id: session.delivery_session(), redeliver };
-        let Ok(bodies) = decide(&state, &command, now) else { return Ok(false) };
-        let Some(body) = bodies.into_iter().next() else { return Ok(false) };
-        let redelivered = matches!(&body, EventBody::SignalDelivered(d) if d.redelivered);
-        let mut event = Event::new(tenant, Some(actor.clone()), now, body);
-        event.correlation_id = sent.correlation_id.clone();
-        match gw.store().append(&event, Expect::LastSubjectSeq(last_seq)).await {
-            Ok(a) => {
-                session.remember_delivery(signal_id, DeliveredAt { seq: a.seq, correlation_id: event.correlation_id });
-                permit.send(wire::signal_frame(sent, redelivered));
-                metrics::delivered(&gw.config().types, &sent.signal_type, via, sent.created_at);
-                return Ok(true);
-            }
-            Err(bus::Error::Conflict { .. }) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    tracing::warn!(signal_id = %signal_id, "delivery kept losing the compare-and-set; left for the next drain");
-    Ok(false)
+                .is_some_and(|sid| Some(sid) != to.session_id && !gw.presence().is_open(sid));
+        SignalCommand::Deliver { to: to.identity.to_string(), via, session_id: to.session_id, redeliver }
+    };
+    let done = match gw.store().execute_hinted(to.tenant, signal_id, command, to.identity, Utc::now(), known).await {
+        Ok(done) => done,
+        // Not (or no longer) deliverable to `to`: recalled, expired, delivered, someone else's.
+        Err(bus::Error::Domain(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Some((seq, EventBody::SignalDelivered(d))) = done.appended else { return Ok(None) };
+    let sent = match (done.state.and_then(|s| s.sent), hinted_sent) {
+        (Some(sent), _) => Cow::Owned(*sent),
+        (None, Some(sent)) => Cow::Borrowed(sent),
+        (None, None) => return Ok(None),
+    };
+    metrics::delivered(&gw.config().types, &sent.signal_type, via, sent.created_at);
+    Ok(Some(Delivered { sent, redelivered: d.redelivered, seq }))
 }
 
 /// Called by the stream tail for every `signal.sent`: if this process holds a live session of

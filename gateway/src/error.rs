@@ -4,7 +4,9 @@
 //! Deliberately never carries internals to the caller: storage and decode failures are logged
 //! here with their detail and answered with a generic lowercase message.
 
-use axum::http::StatusCode;
+use std::time::Duration;
+
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bus::event::RecipientState;
 use bus::DomainError;
@@ -15,6 +17,10 @@ use uuid::Uuid;
 pub enum ApiError {
     #[error("{0}")]
     InvalidRequest(String),
+    /// The path exists, the method does not: `invalid_request` (CONTRACT §8 has no code of its
+    /// own for it) with status 405 and the router's `Allow` header.
+    #[error("{0}")]
+    MethodNotAllowed(String),
     #[error("{0}")]
     Unauthorized(String),
     #[error("{0}")]
@@ -23,18 +29,22 @@ pub enum ApiError {
     NotFound(String),
     #[error("recipient is not registered")]
     UnknownRecipient,
-    #[error("recipient is {recipient_state}; the sync signal was bounced and not queued")]
+    #[error("recipient is {recipient_state}; the sync signal was bounced and not queued (send it with delivery_class async to queue it)")]
     RecipientUnavailable { recipient_state: RecipientState, signal_id: Uuid },
     #[error("{0}")]
     AlreadyRegistered(String),
     #[error("{0}")]
     PayloadTooLarge(String),
-    #[error("{0}")]
-    RateLimited(String),
+    /// Over a quota; `retry_after` is when the caller's bucket has room again.
+    #[error("{message}")]
+    RateLimited { message: String, retry_after: Duration },
     #[error("{0}")]
     Unavailable(String),
     #[error("internal error")]
     Internal,
+    /// An append whose outcome the stream never told (CONTRACT §13: never answered as 503).
+    #[error("the event stream did not answer in time, so whether this request was accepted is unknown; retry it with the same dedupe_key (a repeat answers the original if it was)")]
+    Indeterminate,
 }
 
 impl ApiError {
@@ -42,9 +52,25 @@ impl ApiError {
         Self::InvalidRequest(msg.into())
     }
 
+    pub fn rate_limited(msg: impl Into<String>, retry_after: Duration) -> Self {
+        Self::RateLimited { message: msg.into(), retry_after }
+    }
+
+    /// Whole seconds to wait before retrying, for `Retry-After` (RFC 9110 §10.2.3): rounded up,
+    /// and at least 1, since `0` would invite an immediate retry that fails again.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            ApiError::RateLimited { retry_after, .. } => {
+                let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+                Some(secs.max(1))
+            }
+            _ => None,
+        }
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::InvalidRequest(_) => "invalid_request",
+            ApiError::InvalidRequest(_) | ApiError::MethodNotAllowed(_) => "invalid_request",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
@@ -52,32 +78,40 @@ impl ApiError {
             ApiError::RecipientUnavailable { .. } => "recipient_unavailable",
             ApiError::AlreadyRegistered(_) => "already_registered",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
-            ApiError::RateLimited(_) => "rate_limited",
+            ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Unavailable(_) => "unavailable",
-            ApiError::Internal => "internal",
+            ApiError::Internal | ApiError::Indeterminate => "internal",
         }
     }
 
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) | ApiError::UnknownRecipient => StatusCode::NOT_FOUND,
             ApiError::RecipientUnavailable { .. } | ApiError::AlreadyRegistered(_) => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal | ApiError::Indeterminate => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     /// The error object: `{"code","message", ...}` (the value under `"error"`).
     pub fn to_json(&self) -> Value {
         let mut v = json!({ "code": self.code(), "message": self.to_string() });
-        if let ApiError::RecipientUnavailable { recipient_state, signal_id } = self {
-            v["recipient_state"] = json!(recipient_state.as_str());
-            v["signal_id"] = json!(signal_id);
+        match self {
+            ApiError::RecipientUnavailable { recipient_state, signal_id } => {
+                v["recipient_state"] = json!(recipient_state.as_str());
+                v["signal_id"] = json!(signal_id);
+            }
+            // The precise wait, for WebSocket clients, which get no `Retry-After` header.
+            ApiError::RateLimited { retry_after, .. } => {
+                v["retry_after_ms"] = json!((retry_after.as_millis() as u64).max(1));
+            }
+            _ => {}
         }
         v
     }
@@ -90,7 +124,11 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status(), axum::Json(self.body())).into_response()
+        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        if let Some(secs) = self.retry_after_secs() {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
     }
 }
 
@@ -113,6 +151,10 @@ impl From<bus::Error> for ApiError {
             bus::Error::Conflict { .. } => {
                 tracing::warn!(error = %e, "compare-and-set kept losing");
                 ApiError::Unavailable("the entity is too contended; nothing was accepted, retry".into())
+            }
+            bus::Error::Indeterminate(ref detail) => {
+                tracing::warn!(error = %detail, "append outcome unknown");
+                ApiError::Indeterminate
             }
             bus::Error::Unavailable(ref detail) => {
                 tracing::warn!(error = %detail, "event stream unavailable");
@@ -149,6 +191,7 @@ mod tests {
     fn every_code_has_its_contract_status() {
         let cases = [
             (ApiError::invalid("x"), 400, "invalid_request"),
+            (ApiError::MethodNotAllowed("x".into()), 405, "invalid_request"),
             (ApiError::Unauthorized("x".into()), 401, "unauthorized"),
             (ApiError::Forbidden("x".into()), 403, "forbidden"),
             (ApiError::NotFound("x".into()), 404, "not_found"),
@@ -163,7 +206,7 @@ mod tests {
             ),
             (ApiError::AlreadyRegistered("x".into()), 409, "already_registered"),
             (ApiError::PayloadTooLarge("x".into()), 413, "payload_too_large"),
-            (ApiError::RateLimited("x".into()), 429, "rate_limited"),
+            (ApiError::rate_limited("x", Duration::from_millis(1)), 429, "rate_limited"),
             (ApiError::Unavailable("x".into()), 503, "unavailable"),
             (ApiError::Internal, 500, "internal"),
         ];
@@ -172,6 +215,19 @@ mod tests {
             assert_eq!(e.code(), code);
             assert_eq!(e.body()["error"]["code"], code);
         }
+    }
+
+    #[test]
+    fn rate_limited_answers_carry_retry_after_in_whole_seconds_at_least_one() {
+        for (wait, secs) in [(1, 1), (999, 1), (1000, 1), (1001, 2), (2500, 3)] {
+            let e = ApiError::rate_limited("slow down", Duration::from_millis(wait));
+            assert_eq!(e.retry_after_secs(), Some(secs), "{wait} ms");
+            let response = e.clone().into_response();
+            assert_eq!(response.headers()[header::RETRY_AFTER], secs.to_string().as_str());
+            assert_eq!(e.to_json()["retry_after_ms"], wait);
+        }
+        assert_eq!(ApiError::rate_limited("x", Duration::ZERO).retry_after_secs(), Some(1));
+        assert!(ApiError::Internal.into_response().headers().get(header::RETRY_AFTER).is_none());
     }
 
     #[test]

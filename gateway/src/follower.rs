@@ -1,9 +1,11 @@
 //! The stream tail of one gateway process: applies every event to the registry and presence,
-//! closes sessions whose token was rotated anywhere, and hands every `signal.sent` to the
-//! push path, so a signal sent through any process reaches a session held by this one.
+//! closes sessions whose token was rotated or whose agent was removed anywhere, and hands every
+//! `signal.sent` to the push path and the MCP announcement, so a signal sent through any process
+//! reaches a session held by this one.
 //!
 //! Deliberately never appends: what it reads is already decided. It resumes after a tail
-//! error from the last applied sequence, so it never skips an event.
+//! error from the last applied sequence, so it never skips an event — except one that cannot
+//! be decoded, which is logged and passed.
 
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ use futures::StreamExt;
 use tokio::sync::watch;
 
 use crate::delivery;
+use crate::hub::CloseReason;
 use crate::state::Gateway;
 
 pub fn spawn(gw: Gateway, applied: watch::Sender<u64>) {
@@ -43,6 +46,16 @@ pub fn spawn(gw: Gateway, applied: watch::Sender<u64>) {
                             applied.send_replace(stored.seq);
                             backoff = Duration::from_millis(100);
                         }
+                        // Nothing can be derived from it (the projector dead-letters it), and
+                        // the tail has moved past it: resuming there would only meet it again
+                        // and stop pushes and presence for everyone.
+                        Some(Err(bus::Error::Undecodable { seq, subject, reason })) => {
+                            tracing::error!(seq, subject, reason, "undecodable event on the stream; skipped");
+                            if seq >= next {
+                                next = seq + 1;
+                                applied.send_replace(seq);
+                            }
+                        }
                         Some(Err(e)) => {
                             tracing::warn!(error = %e, next, "stream tail failed; resuming");
                             break;
@@ -66,11 +79,18 @@ pub fn spawn(gw: Gateway, applied: watch::Sender<u64>) {
 
 fn apply(gw: &Gateway, stored: &Stored) {
     let event = &stored.event;
-    gw.registry().apply(event);
+    gw.registry().apply(stored.seq, event);
     gw.presence().apply(event);
     match &event.body {
         EventBody::TokenRotated(r) => gw.hub().close_stale_tokens(&event.tenant, &r.identity, &r.token_hash),
-        EventBody::SignalSent(sent) => delivery::on_sent(gw, &event.tenant, sent, stored.seq),
+        EventBody::AgentRemoved(r) => {
+            gw.hub().close_identity(&event.tenant, &r.identity, CloseReason::AgentRemoved);
+        }
+        EventBody::SignalSent(sent) => {
+            delivery::on_sent(gw, &event.tenant, sent, stored.seq);
+            crate::mcp::announce(gw, &event.tenant, sent);
+        }
+        EventBody::SignalDelivered(d) => gw.confirmations().delivered(d.signal_id),
         _ => {}
     }
 }

@@ -5,6 +5,7 @@
 //! only holds the bounded queue in front of it, so a slow client never blocks anyone else.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -21,19 +22,42 @@ pub enum CloseReason {
     Timeout,
     SlowConsumer,
     FrameTooLarge,
+    /// A text frame that is not UTF-8 (RFC 6455 §8.1: close 1007).
+    InvalidUtf8,
+    /// Any other violation of RFC 6455 by the client (bad opcode, unmasked frame...: 1002).
+    ProtocolError,
     TokenRotated,
+    /// The agent was removed (`DELETE /v1/agents/{identity}`): 1008, like a rotated token.
+    AgentRemoved,
     Shutdown,
     Error,
 }
 
 impl CloseReason {
+    /// Every reason, for registering each `reason` label at start.
+    pub const ALL: [CloseReason; 10] = [
+        CloseReason::ClientClosed,
+        CloseReason::Timeout,
+        CloseReason::SlowConsumer,
+        CloseReason::FrameTooLarge,
+        CloseReason::InvalidUtf8,
+        CloseReason::ProtocolError,
+        CloseReason::TokenRotated,
+        CloseReason::AgentRemoved,
+        CloseReason::Shutdown,
+        CloseReason::Error,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             CloseReason::ClientClosed => "client_closed",
             CloseReason::Timeout => "timeout",
             CloseReason::SlowConsumer => "slow_consumer",
             CloseReason::FrameTooLarge => "frame_too_large",
+            // One label for both: the close code tells them apart, and labels stay few.
+            CloseReason::InvalidUtf8 | CloseReason::ProtocolError => "protocol_error",
             CloseReason::TokenRotated => "token_rotated",
+            CloseReason::AgentRemoved => "agent_removed",
             CloseReason::Shutdown => "shutdown",
             CloseReason::Error => "error",
         }
@@ -43,7 +67,9 @@ impl CloseReason {
         match self {
             CloseReason::ClientClosed | CloseReason::Timeout => 1000,
             CloseReason::Shutdown => 1001,
-            CloseReason::TokenRotated => 1008,
+            CloseReason::ProtocolError => 1002,
+            CloseReason::InvalidUtf8 => 1007,
+            CloseReason::TokenRotated | CloseReason::AgentRemoved => 1008,
             CloseReason::FrameTooLarge => 1009,
             CloseReason::Error => 1011,
             CloseReason::SlowConsumer => 1013,
@@ -57,7 +83,10 @@ impl CloseReason {
             CloseReason::Timeout => "no heartbeat within twice the stale threshold",
             CloseReason::SlowConsumer => "slow consumer: outbound buffer full",
             CloseReason::FrameTooLarge => "frame exceeds the size limit",
+            CloseReason::InvalidUtf8 => "text frame is not valid utf-8",
+            CloseReason::ProtocolError => "websocket protocol error",
             CloseReason::TokenRotated => "token rotated",
+            CloseReason::AgentRemoved => "agent removed",
             CloseReason::Shutdown => "server shutting down",
             CloseReason::Error => "internal error",
         }
@@ -84,7 +113,8 @@ pub enum Control {
     Close(CloseReason),
 }
 
-/// One live session of this process.
+/// One live WebSocket session of this process (piggyback sessions and HTTP drains have no
+/// handle: nothing is queued for them between calls).
 #[derive(Debug)]
 pub struct SessionHandle {
     pub id: Uuid,
@@ -98,9 +128,6 @@ pub struct SessionHandle {
     /// The stream position the startup drain covers (set once it is known): a live push of an
     /// older `signal.sent` is left to the drain, which hands such signals out in drain order.
     pub drain_target: watch::Sender<Option<u64>>,
-    /// Whether deliveries name this session (`false` for `GET /v1/inbox?drain=true`, which
-    /// hands signals to the caller rather than to a session).
-    names_session: bool,
     closing: CancellationToken,
     reason: Mutex<Option<CloseReason>>,
     last_seen: Mutex<Instant>,
@@ -126,33 +153,11 @@ impl SessionHandle {
             out,
             control,
             drain_target: watch::channel(None).0,
-            names_session: true,
             closing: CancellationToken::new(),
             reason: Mutex::new(None),
             last_seen: Mutex::new(Instant::now()),
             delivered: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// A handle that collects frames instead of feeding a socket: HTTP drains (piggyback,
-    /// inbox) deliver through the same compare-and-set as a push, then read what was queued.
-    pub fn collector(
-        id: Uuid,
-        agent: &crate::auth::Agent,
-        kind: SessionKind,
-        capacity: usize,
-        names_session: bool,
-    ) -> (Arc<Self>, mpsc::Receiver<String>) {
-        let (out, rx) = mpsc::channel(capacity.max(1));
-        let (control, _) = mpsc::unbounded_channel();
-        let mut handle = Self::new(id, agent, kind, out, control);
-        handle.names_session = names_session;
-        (Arc::new(handle), rx)
-    }
-
-    /// The session id a delivery to this handle records.
-    pub fn delivery_session(&self) -> Option<Uuid> {
-        self.names_session.then_some(self.id)
     }
 
     /// Asks the session to close; the first reason given is the one recorded.
@@ -218,9 +223,26 @@ struct Sessions {
 #[derive(Debug, Default)]
 pub struct Hub {
     sessions: RwLock<Sessions>,
+    /// Ack ids received by this process's sessions and not yet recorded.
+    acks_pending: AtomicUsize,
 }
 
 impl Hub {
+    /// Counts ack ids a session received (`add`) or recorded (`done`).
+    pub fn acks_received(&self, n: usize) {
+        self.acks_pending.fetch_add(n, Ordering::Relaxed);
+        crate::metrics::acks_pending(n as f64);
+    }
+
+    pub fn acks_recorded(&self, n: usize) {
+        self.acks_pending.fetch_sub(n, Ordering::Relaxed);
+        crate::metrics::acks_pending(-(n as f64));
+    }
+
+    pub fn acks_pending(&self) -> usize {
+        self.acks_pending.load(Ordering::Relaxed)
+    }
+
     pub fn insert(&self, s: Arc<SessionHandle>) {
         let mut all = self.sessions.write().unwrap();
         if let Some(old) = all.by_id.insert(s.id, s.clone()) {
@@ -267,6 +289,15 @@ impl Hub {
                 s.close(CloseReason::TokenRotated);
             }
         }
+    }
+
+    /// Closes every session of an identity held by this process; returns how many.
+    pub fn close_identity(&self, tenant: &str, identity: &str, reason: CloseReason) -> usize {
+        let sessions = self.of_identity(tenant, identity);
+        for s in &sessions {
+            s.close(reason);
+        }
+        sessions.len()
     }
 
     pub fn close_all(&self, reason: CloseReason) {

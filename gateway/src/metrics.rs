@@ -13,6 +13,9 @@ pub const SIGNALS_SENT_TOTAL: &str = "signalbus_signals_sent_total";
 pub const SIGNALS_BOUNCED_TOTAL: &str = "signalbus_signals_bounced_total";
 pub const UNKNOWN_RECIPIENT_REJECTIONS_TOTAL: &str = "signalbus_unknown_recipient_rejections_total";
 pub const SIGNALS_DELIVERED_TOTAL: &str = "signalbus_signals_delivered_total";
+/// Also recorded by the sweeper (the same series): the gateway expires the pending signals of
+/// a removed agent.
+pub const SIGNALS_EXPIRED_TOTAL: &str = "signalbus_signals_expired_total";
 pub const SIGNAL_RECALLS_TOTAL: &str = "signalbus_signal_recalls_total";
 pub const TIME_TO_DELIVERY_SECONDS: &str = "signalbus_time_to_delivery_seconds";
 pub const SESSIONS: &str = "signalbus_sessions";
@@ -20,8 +23,45 @@ pub const DISCONNECTS_TOTAL: &str = "signalbus_disconnects_total";
 /// Sends refused by the per-identity send rate (beyond CONTRACT §11; no labels, so bounded).
 pub const SENDS_RATE_LIMITED_TOTAL: &str = "signalbus_sends_rate_limited_total";
 
+/// Plugin facts refused by the per-identity fact rate (no labels, so bounded).
+pub const FACTS_RATE_LIMITED_TOTAL: &str = "signalbus_facts_rate_limited_total";
+
+/// Ack ids received over WebSockets and not yet recorded (beyond CONTRACT §11; no labels).
+pub const WS_ACKS_PENDING: &str = "signalbus_ws_acks_pending";
+
+pub fn acks_pending(delta: f64) {
+    metrics::gauge!(WS_ACKS_PENDING).increment(delta);
+}
+
+/// Open HTTP connections of this process, WebSocket sessions included (beyond CONTRACT §11).
+pub const CONNECTIONS: &str = "signalbus_connections";
+/// Connections refused (503, closed) because `max_connections` were open.
+pub const CONNECTIONS_REFUSED_TOTAL: &str = "signalbus_connections_refused_total";
+/// Connections closed for missing a deadline, by `kind` (`header`, `idle`).
+pub const CONNECTION_TIMEOUTS_TOTAL: &str = "signalbus_connection_timeouts_total";
+
+pub fn connection_opened() {
+    metrics::gauge!(CONNECTIONS).increment(1.0);
+}
+
+pub fn connection_closed() {
+    metrics::gauge!(CONNECTIONS).decrement(1.0);
+}
+
+pub fn connection_refused() {
+    metrics::counter!(CONNECTIONS_REFUSED_TOTAL).increment(1);
+}
+
+pub fn connection_timed_out(kind: &'static str) {
+    metrics::counter!(CONNECTION_TIMEOUTS_TOTAL, "kind" => kind).increment(1);
+}
+
 pub fn rate_limited() {
     metrics::counter!(SENDS_RATE_LIMITED_TOTAL).increment(1);
+}
+
+pub fn facts_rate_limited() {
+    metrics::counter!(FACTS_RATE_LIMITED_TOTAL).increment(1);
 }
 
 pub fn sent(
@@ -60,6 +100,10 @@ pub fn delivered(types: &TypeTable, signal_type: &str, via: DeliveredVia, create
     metrics::histogram!(TIME_TO_DELIVERY_SECONDS, "signal_type" => label, "via" => via.as_str()).record(secs);
 }
 
+pub fn expired(types: &TypeTable, signal_type: &str) {
+    metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => types.metric_label(signal_type).to_string()).increment(1);
+}
+
 pub fn recall(outcome: RecallOutcome) {
     metrics::counter!(SIGNAL_RECALLS_TOTAL, "outcome" => outcome.as_str()).increment(1);
 }
@@ -76,4 +120,97 @@ pub fn session_closed(kind: SessionKind, surface: Surface, reason: &'static str)
 /// A session closed by a node that did not hold it (its holder is gone, and so is its gauge).
 pub fn disconnected(reason: &'static str) {
     metrics::counter!(DISCONNECTS_TOTAL, "reason" => reason).increment(1);
+}
+
+/// Every signal type a label may carry: the table's rows and `other`.
+fn type_labels(types: &TypeTable) -> Vec<String> {
+    types.types.keys().cloned().chain(["other".to_string()]).collect()
+}
+
+/// Gives every series of this crate its `# HELP` text and registers, at 0, every labelled series
+/// whose label values are known up front, so the first event of each is a change `rate()` and
+/// `increase()` can see (a series born at 1 reads as no increase). Call once, after the
+/// recorder is installed. `sender` (unknown recipients) is not known up front: those series
+/// still appear on first use.
+pub fn init(types: &TypeTable) {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(SIGNALS_SENT_TOTAL, "Accepted sends, by type, class, recipient state and publish path.");
+    describe_counter!(SIGNALS_BOUNCED_TOTAL, "Sync sends bounced as recipient_unavailable.");
+    describe_counter!(UNKNOWN_RECIPIENT_REJECTIONS_TOTAL, "Sends refused as unknown_recipient, by type and sender.");
+    describe_counter!(SIGNALS_DELIVERED_TOTAL, "Signals handed to a session (a redelivery counts again).");
+    describe_counter!(
+        SIGNALS_EXPIRED_TOTAL,
+        "Signals expired: by the sweeper past their TTL, by a gateway when their recipient is removed."
+    );
+    describe_counter!(SIGNAL_RECALLS_TOTAL, "Recall requests, by outcome.");
+    describe_histogram!(
+        TIME_TO_DELIVERY_SECONDS,
+        Unit::Seconds,
+        "Time from a signal's creation to its hand-over to a session."
+    );
+    describe_gauge!(SESSIONS, "Sessions open on this process, by kind and surface.");
+    describe_counter!(DISCONNECTS_TOTAL, "Sessions closed, by reason.");
+    describe_counter!(SENDS_RATE_LIMITED_TOTAL, "Sends refused by the per-identity send quota.");
+    describe_counter!(FACTS_RATE_LIMITED_TOTAL, "Plugin facts refused by the per-identity fact quota.");
+    describe_gauge!(WS_ACKS_PENDING, "Ack ids received over WebSockets and not yet recorded.");
+    describe_gauge!(CONNECTIONS, "Open HTTP connections, WebSocket sessions included.");
+    describe_counter!(CONNECTIONS_REFUSED_TOTAL, "Connections refused because the connection cap was reached.");
+    describe_counter!(CONNECTION_TIMEOUTS_TOTAL, "Connections closed for missing a deadline, by kind (header, idle).");
+
+    use bus::catalog::DeliveryClass::{Async, Sync};
+    use RecipientState::{Available, NotAvailableOffline, NotAvailableStale};
+    // The combinations a send can have (bus::send): available ones are pushed or buffered in
+    // either class; stale and offline ones are queued when async (sync ones bounce).
+    let sent = [
+        (Sync, Available, PublishPath::PushedToWs),
+        (Async, Available, PublishPath::PushedToWs),
+        (Sync, Available, PublishPath::BufferedForPiggyback),
+        (Async, Available, PublishPath::BufferedForPiggyback),
+        (Async, NotAvailableStale, PublishPath::QueuedOffline),
+        (Async, NotAvailableOffline, PublishPath::QueuedOffline),
+    ];
+    let vias = [DeliveredVia::WsPush, DeliveredVia::StartupDrain, DeliveredVia::Piggyback, DeliveredVia::Inbox];
+    for t in type_labels(types) {
+        for (class, state, path) in sent {
+            metrics::counter!(SIGNALS_SENT_TOTAL, "signal_type" => t.clone(), "delivery_class" => class.as_str(),
+                "recipient_state" => state.as_str(), "publish_path" => path.as_str())
+            .increment(0);
+        }
+        for state in [NotAvailableStale, NotAvailableOffline] {
+            metrics::counter!(SIGNALS_BOUNCED_TOTAL, "signal_type" => t.clone(), "recipient_state" => state.as_str())
+                .increment(0);
+        }
+        for via in vias {
+            metrics::counter!(SIGNALS_DELIVERED_TOTAL, "signal_type" => t.clone(), "via" => via.as_str()).increment(0);
+            // Registered without an observation: its `_count` and buckets start at 0.
+            let _ = metrics::histogram!(TIME_TO_DELIVERY_SECONDS, "signal_type" => t.clone(), "via" => via.as_str());
+        }
+        metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => t.clone()).increment(0);
+    }
+    let outcomes = [
+        RecallOutcome::Recalled,
+        RecallOutcome::AlreadyDelivered,
+        RecallOutcome::AlreadyExpired,
+        RecallOutcome::NotFound,
+    ];
+    for outcome in outcomes {
+        metrics::counter!(SIGNAL_RECALLS_TOTAL, "outcome" => outcome.as_str()).increment(0);
+    }
+    for kind in [SessionKind::Daemon, SessionKind::Shim, SessionKind::Interactive] {
+        for surface in [Surface::Ws, Surface::Piggyback] {
+            metrics::gauge!(SESSIONS, "kind" => kind.as_str(), "surface" => surface.as_str()).increment(0.0);
+        }
+    }
+    for reason in crate::hub::CloseReason::ALL {
+        metrics::counter!(DISCONNECTS_TOTAL, "reason" => reason.label()).increment(0);
+    }
+    for kind in ["header", "idle"] {
+        metrics::counter!(CONNECTION_TIMEOUTS_TOTAL, "kind" => kind).increment(0);
+    }
+    for counter in [SENDS_RATE_LIMITED_TOTAL, FACTS_RATE_LIMITED_TOTAL, CONNECTIONS_REFUSED_TOTAL] {
+        metrics::counter!(counter).increment(0);
+    }
+    for gauge in [WS_ACKS_PENDING, CONNECTIONS] {
+        metrics::gauge!(gauge).increment(0.0);
+    }
 }

@@ -10,28 +10,24 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bus::event::{DeliveredVia, Event, EventBody, SessionHeartbeat, SessionKind, SessionOpened, Surface};
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use uuid::Uuid;
 
 use crate::auth::{bearer, Agent, Principal};
+use crate::delivery::Recipient;
 use crate::error::ApiError;
-use crate::hub::SessionHandle;
 use crate::presence::Entry;
 use crate::state::Gateway;
-use crate::{delivery, metrics};
+use crate::wire::PushSignal;
+use crate::{delivery, metrics, splice};
 
 /// The request header naming the caller's piggyback session.
 pub const HEADER: &str = "x-signalbus-session";
-
-/// Largest handler answer the middleware reads back to add signals to.
-const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
 /// How long a call naming a session this node has not seen yet waits for the stream.
 const UNKNOWN_SESSION_WAIT: Duration = Duration::from_secs(2);
@@ -142,6 +138,16 @@ pub async fn record_heartbeat(gw: &Gateway, id: Uuid, tenant: &str, identity: &s
     }
 }
 
+/// A call of `agent` on its piggyback session `id`: presence sees it at once, and the
+/// throttled `session.heartbeat` is recorded now or owed to the reaper's next tick.
+pub async fn called(gw: &Gateway, id: Uuid, agent: &Agent) {
+    let now = Utc::now();
+    gw.presence().touch(id, now);
+    if gw.piggyback().call(id, agent, now, gw.config().heartbeat_interval()) {
+        record_heartbeat(gw, id, &agent.tenant, &agent.identity, now).await;
+    }
+}
+
 /// Waits until the read models and this node's presence have applied the stream up to its
 /// current end, so a drain sees every signal sent before the call (as the startup drain does).
 async fn catch_up(gw: &Gateway) -> Result<(), ApiError> {
@@ -154,53 +160,41 @@ async fn catch_up(gw: &Gateway) -> Result<(), ApiError> {
 }
 
 /// Pending signals of `agent`, drain order, without delivering them.
-pub async fn pending(gw: &Gateway, agent: &Agent, limit: u32) -> Result<Vec<Value>, ApiError> {
+pub async fn pending(gw: &Gateway, agent: &Agent, limit: u32) -> Result<Vec<PushSignal>, ApiError> {
     catch_up(gw).await?;
     let rows = gw.queries().drainable(&agent.tenant, &agent.identity, Utc::now(), limit).await?;
-    Ok(rows.iter().map(crate::wire::row_signal).collect())
+    Ok(rows.into_iter().map(PushSignal::pending).collect())
 }
 
 /// Delivers up to `limit` pending signals of `agent`, drain order, each through the
-/// per-signal compare-and-set, and returns the ones this call won as push-frame `signal`
-/// objects. `session` names the piggyback session they go to (`None`: the inbox drain).
+/// per-signal compare-and-set, and returns the ones this call won, exactly as recorded: every
+/// delivery recorded here is in the answer. `session` names the piggyback session they go to
+/// (`None`: the inbox drain).
 pub async fn drain(
     gw: &Gateway,
     agent: &Agent,
     session: Option<Uuid>,
     via: DeliveredVia,
     limit: u32,
-) -> Result<Vec<Value>, ApiError> {
+) -> Result<Vec<PushSignal>, ApiError> {
     catch_up(gw).await?;
     let rows = gw.queries().drainable(&agent.tenant, &agent.identity, Utc::now(), limit).await?;
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let id = session.unwrap_or_else(Uuid::new_v4);
-    let (handle, mut frames) =
-        SessionHandle::collector(id, agent, SessionKind::Interactive, rows.len() + 1, session.is_some());
-    let mut failure = None;
+    let to = Recipient { tenant: &agent.tenant, identity: &agent.identity, session_id: session };
+    let mut out = Vec::with_capacity(rows.len());
     for row in &rows {
         let redeliver = row.delivered_at.is_some();
-        if let Err(e) = delivery::deliver_to(gw, &handle, row.id, None, via, redeliver).await {
-            failure = Some(e);
-            break;
+        match delivery::record(gw, to, row.id, None, via, redeliver).await {
+            Ok(Some(d)) => out.push(PushSignal::delivered(d.sent, d.redelivered)),
+            Ok(None) => {}
+            // What was recorded as delivered must reach the caller, so a partial drain still answers.
+            Err(e) if out.is_empty() => return Err(e.into()),
+            Err(e) => {
+                tracing::warn!(error = %e, delivered = out.len(), "http drain stopped early; the rest stays pending");
+                break;
+            }
         }
     }
-    let mut out = Vec::new();
-    while let Ok(frame) = frames.try_recv() {
-        if let Ok(mut v) = serde_json::from_str::<Value>(&frame) {
-            out.push(v["signal"].take());
-        }
-    }
-    match failure {
-        // What was recorded as delivered must reach the caller, so a partial drain still answers.
-        Some(e) if out.is_empty() => Err(e.into()),
-        Some(e) => {
-            tracing::warn!(error = %e, delivered = out.len(), "http drain stopped early; the rest stays pending");
-            Ok(out)
-        }
-        None => Ok(out),
-    }
+    Ok(out)
 }
 
 /// The caller's open piggyback session named by the header, or why the call is refused.
@@ -231,23 +225,25 @@ async fn session_of(gw: &Gateway, headers: &HeaderMap, raw: &HeaderValue) -> Res
     Ok((agent, id))
 }
 
+/// Set on an answer whose own `signals` field lists signals (`GET /v1/inbox`,
+/// `GET /v1/signals`): nothing rides on it, and the call only heartbeats the session.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnSignals;
+
 /// Middleware over the agent routes: a call with `X-Signalbus-Session` heartbeats that session,
 /// and its JSON-object answer gets `"signals"`: what was pending for the caller, delivered via
-/// `piggyback`. An answer that already has `signals` (the list endpoints) is left as it is.
+/// `piggyback`. The member is spliced into the answer as it streams (`splice.rs`): the answer
+/// is never buffered or parsed, whatever its size.
 pub async fn middleware(State(gw): State<Gateway>, req: Request, next: Next) -> Response {
     let Some(raw) = req.headers().get(HEADER).cloned() else { return next.run(req).await };
     let (agent, id) = match session_of(&gw, req.headers(), &raw).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
-    let now = Utc::now();
-    gw.presence().touch(id, now);
-    if gw.piggyback().call(id, &agent, now, gw.config().heartbeat_interval()) {
-        record_heartbeat(&gw, id, &agent.tenant, &agent.identity, now).await;
-    }
+    called(&gw, id, &agent).await;
     let response = next.run(req).await;
     // The call may have closed the session (DELETE): nothing more goes to it.
-    if !gw.presence().is_open(id) {
+    if !gw.presence().is_open(id) || response.extensions().get::<OwnSignals>().is_some() {
         return response;
     }
     let is_json = response
@@ -259,12 +255,10 @@ pub async fn middleware(State(gw): State<Gateway>, req: Request, next: Next) -> 
         return response;
     }
     let (mut parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_RESPONSE_BYTES).await else {
-        return ApiError::Internal.into_response();
-    };
-    let mut map = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(map)) if !map.contains_key("signals") => map,
-        _ => return Response::from_parts(parts, Body::from(bytes)),
+    // Only an answer known to be a JSON object gets signals: they are delivered once drained.
+    let peeked = match splice::open_object(body).await {
+        splice::Opened::Object(p) => p,
+        splice::Opened::Other(body) => return Response::from_parts(parts, body),
     };
     let signals = match drain(&gw, &agent, Some(id), DeliveredVia::Piggyback, gw.config().drain_batch).await {
         Ok(s) => s,
@@ -273,8 +267,14 @@ pub async fn middleware(State(gw): State<Gateway>, req: Request, next: Next) -> 
             Vec::new()
         }
     };
-    map.insert("signals".into(), Value::Array(signals));
+    let encoded = match serde_json::to_vec(&signals) {
+        Ok(v) => v,
+        Err(e) => {
+            // Cannot happen for these types; the deliveries stay unacked and go out again.
+            tracing::error!(error = %e, session_id = %id, "drained signals could not be encoded");
+            b"[]".to_vec()
+        }
+    };
     parts.headers.remove(header::CONTENT_LENGTH);
-    let body = serde_json::to_vec(&map).unwrap_or_default();
-    Response::from_parts(parts, Body::from(body))
+    Response::from_parts(parts, splice::splice(peeked, "signals", encoded))
 }

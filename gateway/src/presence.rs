@@ -111,10 +111,28 @@ impl Presence {
         self.inner.read().unwrap().sessions.get(&id).cloned()
     }
 
+    /// Every open session of an identity, on any node.
+    pub fn sessions_of(&self, tenant: &str, identity: &str) -> Vec<(Uuid, Entry)> {
+        let inner = self.inner.read().unwrap();
+        let Some(ids) = inner.by_identity.get(&(tenant.to_string(), identity.to_string())) else { return Vec::new() };
+        ids.iter().filter_map(|id| inner.sessions.get(id).map(|e| (*id, e.clone()))).collect()
+    }
+
     /// Every open session whose newest heartbeat is not newer than `before`, on any node.
     pub fn silent_since(&self, before: DateTime<Utc>) -> Vec<(Uuid, Entry)> {
         let inner = self.inner.read().unwrap();
         inner.sessions.iter().filter(|(_, e)| e.last_heartbeat <= before).map(|(id, e)| (*id, e.clone())).collect()
+    }
+
+    /// Every open WebSocket session whose node `pick` says yes to.
+    pub fn ws_sessions_where(&self, mut pick: impl FnMut(&str) -> bool) -> Vec<(Uuid, Entry)> {
+        let inner = self.inner.read().unwrap();
+        inner
+            .sessions
+            .iter()
+            .filter(|(_, e)| e.surface == bus::event::Surface::Ws && pick(&e.node))
+            .map(|(id, e)| (*id, e.clone()))
+            .collect()
     }
 
     /// The recipient state of `identity` at `now` (CONTRACT §2).

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use bus::event::{Entity, Event, EventBody, SessionClosed, Surface};
+use bus::log::nodes::NODE_BEAT;
 use bus::log::Expect;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -16,6 +17,48 @@ use uuid::Uuid;
 use crate::hub::CloseReason;
 use crate::state::Gateway;
 use crate::{metrics, piggyback};
+
+/// Starts the node watch: announces this node every `NODE_BEAT` and closes the WebSocket
+/// sessions of nodes that went silent — and, at start, the ones an earlier process under this
+/// node's name left open. Presence stops claiming a dead gateway's sessions within
+/// `NODE_SILENCE` plus a beat (CONTRACT §13: 15 s).
+pub fn spawn_node_watch(gw: Gateway) {
+    let tasks = gw.tasks().clone();
+    tasks.spawn(async move {
+        let stop = gw.shutdown_token().clone();
+        let me = gw.config().node.clone();
+        let mut tick = tokio::time::interval(NODE_BEAT);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut first = true;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            if let Err(e) = gw.log().announce_node(&me).await {
+                tracing::debug!(error = %e, "could not announce this node");
+            }
+            let log = gw.log().clone();
+            let orphans =
+                gw.presence().ws_sessions_where(|node| if node == me { first } else { log.node_is_dead(node) });
+            first = false;
+            for (id, entry) in orphans {
+                if gw.hub().get(id).is_some() {
+                    continue;
+                }
+                match close(&gw, &entry.tenant, &entry.identity, id, CloseReason::Timeout, None).await {
+                    Ok(true) => {
+                        metrics::disconnected(CloseReason::Timeout.label());
+                        tracing::info!(session_id = %id, identity = %entry.identity, node = %entry.node,
+                            "closed a session of a gateway that is gone");
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(error = %e, session_id = %id, "orphaned session could not be closed"),
+                }
+            }
+        }
+    });
+}
 
 /// Starts the periodic sweep (every heartbeat interval) until shutdown.
 pub fn spawn(gw: Gateway) {
@@ -35,6 +78,7 @@ pub fn spawn(gw: Gateway) {
             }
             reap(&gw, interval).await;
             gw.limiter().prune();
+            gw.fact_limiter().prune();
         }
     });
 }

@@ -2,12 +2,17 @@
 //! resolve the recipient from registry and presence, let `bus::send` decide, record it with the
 //! per-signal compare-and-set, and answer — including the original answer for a dedupe repeat.
 //!
+//! A send that resolved to a live WebSocket session answers `delivered: true` only once the
+//! push is recorded on the stream (CONTRACT §13); a sync one whose push is not recorded within
+//! `push_confirm_timeout` is given up on the stream and answered `recipient_unavailable`.
+//!
 //! Deliberately does not push: the pushing node learns of the send from the stream tail, the
 //! same way whether the sender is on this process or another.
 
-use bus::event::{EventBody, PublishPath};
+use bus::catalog::DeliveryClass;
+use bus::event::{EventBody, PublishPath, RecipientState, SignalSent};
 use bus::send::{decide_send, RecipientView, SendDecision, SendRequest};
-use bus::signal::Status;
+use bus::signal::{SignalCommand, Status};
 use chrono::Utc;
 use serde_json::Value;
 use uuid::Uuid;
@@ -16,20 +21,26 @@ use crate::error::ApiError;
 use crate::state::Gateway;
 use crate::{metrics, wire};
 
+/// The actor of events the gateway records on its own behalf.
+const GATEWAY_ACTOR: &str = "signalbus/gateway";
+
 /// Sends `req` from `(tenant, from)` and returns the accepted-send response body.
 pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> Result<Value, ApiError> {
     let cfg = gw.config();
     if let Err(wait) = gw.limiter().check(tenant, from) {
         metrics::rate_limited();
-        return Err(ApiError::RateLimited(format!(
-            "{from} is over its send rate; retry in {} ms",
-            wait.as_millis().max(1)
-        )));
+        let message = format!("{from} is over its send rate; retry in {} ms", wait.as_millis().max(1));
+        return Err(ApiError::rate_limited(message, wait));
     }
     let now = Utc::now();
     let registered = gw.registry().is_registered(tenant, &req.to);
     let resolution = gw.presence().resolve(tenant, &req.to, now, cfg.stale_after);
-    let view = RecipientView { registered, state: resolution.state, has_live_ws: resolution.has_live_ws };
+    let view = RecipientView {
+        registered,
+        state: resolution.state,
+        has_live_ws: resolution.has_live_ws,
+        freshest_session: resolution.resolved.as_ref().map(|(id, _)| *id),
+    };
     let signal_type = req.signal_type.clone();
     let decision = match decide_send(&cfg.types, tenant, from, req, view, now, cfg.max_payload_bytes) {
         Ok(d) => d,
@@ -39,26 +50,34 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
         }
         Err(e) => return Err(e.into()),
     };
-    let mut decision = decision;
-    let (signal_id, bounced_state) = match &mut decision {
-        SendDecision::Accepted(s) => {
-            // Recorded with the send, so a dedupe repeat answers the session the original did.
-            if s.publish_path != PublishPath::QueuedOffline {
-                s.resolved_to_session = resolution.resolved.as_ref().map(|(id, _)| *id);
-            }
-            (s.signal_id, None)
-        }
+    let (signal_id, bounced_state) = match &decision {
+        SendDecision::Accepted(s) => (s.signal_id, None),
         SendDecision::Bounced(b) => (b.signal_id, Some(b.recipient_state)),
     };
+    // Watched before the append, so a push recorded at once is not missed.
+    let pushing = matches!(&decision, SendDecision::Accepted(s) if s.publish_path == PublishPath::PushedToWs);
+    let watch = pushing.then(|| gw.confirmations().watch(signal_id));
     let recorded = gw.store().record_send(tenant, from, decision, now).await?;
     if !recorded.created {
         return repeat(gw, tenant, signal_id, &recorded.state).await;
     }
     match (&recorded.state.sent, recorded.state.bounced) {
         (Some(sent), _) => {
+            let delivered = match watch {
+                Some(w) if w.delivered_within(cfg.push_confirm_timeout).await => true,
+                Some(_) if sent.delivery_class == DeliveryClass::Sync => {
+                    return give_up_sync(gw, tenant, sent).await;
+                }
+                _ => false,
+            };
             metrics::sent(&cfg.types, &sent.signal_type, sent.delivery_class, sent.recipient_state, sent.publish_path);
-            let (delivered, queued) = wire::fresh_flags(sent.publish_path);
-            Ok(wire::SendResponse { sent, delivered, queued, resolved_to_session: sent.resolved_to_session }.to_json())
+            Ok(wire::SendResponse {
+                sent,
+                delivered,
+                queued: !delivered,
+                resolved_to_session: sent.resolved_to_session,
+            }
+            .to_json())
         }
         (None, true) => {
             let state = match bounced_state {
@@ -72,6 +91,48 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
     }
 }
 
+/// A sync send whose push was not recorded in time (the session or its gateway is gone, or the
+/// socket is stuck): it ends here, expired as undeliverable, and the sender hears
+/// `recipient_unavailable` — unless a delivery got onto the stream first, which the
+/// compare-and-set reveals and the answer then reports.
+async fn give_up_sync(gw: &Gateway, tenant: &str, sent: &SignalSent) -> Result<Value, ApiError> {
+    let cfg = gw.config();
+    let now = Utc::now();
+    let outcome = gw.store().execute(tenant, sent.signal_id, &SignalCommand::Abandon, GATEWAY_ACTOR, now).await;
+    let state = match outcome {
+        Ok(executed) => executed.state,
+        Err(bus::Error::Domain(_)) => gw.store().load(tenant, sent.signal_id).await?.0,
+        Err(e) => {
+            // The give-up is not on the stream, so the signal is pending and will be pushed:
+            // say so rather than guess a bounce.
+            tracing::warn!(error = %e, signal_id = %sent.signal_id, "sync push unconfirmed and could not be given up");
+            metrics::sent(&cfg.types, &sent.signal_type, sent.delivery_class, sent.recipient_state, sent.publish_path);
+            return Ok(wire::SendResponse {
+                sent,
+                delivered: false,
+                queued: true,
+                resolved_to_session: sent.resolved_to_session,
+            }
+            .to_json());
+        }
+    };
+    if matches!(state.status, Status::Delivered { .. }) {
+        metrics::sent(&cfg.types, &sent.signal_type, sent.delivery_class, sent.recipient_state, sent.publish_path);
+        return Ok(wire::SendResponse {
+            sent,
+            delivered: true,
+            queued: false,
+            resolved_to_session: sent.resolved_to_session,
+        }
+        .to_json());
+    }
+    let now_state = gw.presence().resolve(tenant, &sent.to, Utc::now(), cfg.stale_after).state;
+    let answered = if now_state == RecipientState::Available { RecipientState::NotAvailableStale } else { now_state };
+    tracing::info!(signal_id = %sent.signal_id, to = %sent.to, "sync push not confirmed in time; answered recipient_unavailable");
+    metrics::bounced(&cfg.types, &sent.signal_type, answered);
+    Err(wire::bounce(sent.signal_id, answered))
+}
+
 /// The answer to a repeated dedupe key: the original signal with its current state.
 async fn repeat(
     gw: &Gateway,
@@ -80,8 +141,11 @@ async fn repeat(
     state: &bus::signal::SignalState,
 ) -> Result<Value, ApiError> {
     if let Some(sent) = state.sent.as_deref() {
-        let delivered = matches!(state.status, Status::Delivered { .. })
-            || (sent.publish_path == PublishPath::PushedToWs && state.status == Status::Pending);
+        let delivered = matches!(state.status, Status::Delivered { .. });
+        // A sync send that was given up answered a bounce; its repeat does too.
+        if sent.delivery_class == DeliveryClass::Sync && state.status == Status::Expired && state.deliveries == 0 {
+            return Err(wire::bounce(signal_id, RecipientState::NotAvailableOffline));
+        }
         let queued = !delivered && state.status == Status::Pending;
         let resolved = state.last_delivery.as_ref().and_then(|d| d.session_id).or(sent.resolved_to_session);
         return Ok(wire::SendResponse { sent, delivered, queued, resolved_to_session: resolved }.to_json());

@@ -31,12 +31,16 @@ struct Inner {
     presence: Presence,
     hub: Hub,
     piggyback: crate::piggyback::Tracker,
+    /// The MCP sessions this process holds, each bound to a piggyback bus session.
+    mcp: crate::mcp::Registry,
     /// Cancelled when the process stops accepting work: sessions close, the tail stops.
     shutdown: CancellationToken,
     /// Every session task and background task, so `run` can wait for them.
     tasks: TaskTracker,
     applied: watch::Receiver<u64>,
     limiter: crate::ratelimit::SendLimiter,
+    confirmations: Arc<crate::confirm::Confirmations>,
+    fact_limiter: crate::ratelimit::SendLimiter,
 }
 
 /// The shared gateway handle.
@@ -59,6 +63,7 @@ impl Gateway {
         let gw = Gateway {
             inner: Arc::new(Inner {
                 limiter: crate::ratelimit::SendLimiter::new(config.send_rate),
+                fact_limiter: crate::ratelimit::SendLimiter::for_facts(config.fact_rate),
                 config,
                 store: SignalStore::new(log),
                 queries,
@@ -66,9 +71,11 @@ impl Gateway {
                 presence: Presence::default(),
                 hub: Hub::default(),
                 piggyback: Default::default(),
+                mcp: Default::default(),
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 applied,
+                confirmations: Default::default(),
             }),
         };
         follower::spawn(gw.clone(), applied_tx);
@@ -79,6 +86,7 @@ impl Gateway {
             return Err(StartError::CatchUp(target));
         }
         crate::reaper::spawn(gw.clone());
+        crate::reaper::spawn_node_watch(gw.clone());
         tracing::info!(node = %gw.config().node, seq = target, "gateway caught up with the stream");
         Ok(gw)
     }
@@ -104,14 +112,23 @@ impl Gateway {
     pub(crate) fn limiter(&self) -> &crate::ratelimit::SendLimiter {
         &self.inner.limiter
     }
+    pub(crate) fn fact_limiter(&self) -> &crate::ratelimit::SendLimiter {
+        &self.inner.fact_limiter
+    }
     pub(crate) fn hub(&self) -> &Hub {
         &self.inner.hub
     }
     pub(crate) fn piggyback(&self) -> &crate::piggyback::Tracker {
         &self.inner.piggyback
     }
+    pub(crate) fn mcp(&self) -> &crate::mcp::Registry {
+        &self.inner.mcp
+    }
     pub(crate) fn shutdown_token(&self) -> &CancellationToken {
         &self.inner.shutdown
+    }
+    pub(crate) fn confirmations(&self) -> &Arc<crate::confirm::Confirmations> {
+        &self.inner.confirmations
     }
     pub(crate) fn tasks(&self) -> &TaskTracker {
         &self.inner.tasks
@@ -132,6 +149,11 @@ impl Gateway {
     /// Number of sessions this process holds.
     pub fn local_sessions(&self) -> usize {
         self.inner.hub.len()
+    }
+
+    /// Ack ids this process's sessions received and have not recorded yet (bounded per session).
+    pub fn acks_pending(&self) -> usize {
+        self.inner.hub.acks_pending()
     }
 
     /// Stops accepting work and asks every session to close; `run` waits for them.

@@ -4,11 +4,15 @@
 //! Deliberately does no I/O and decides nothing: it only converts between JSON and the domain
 //! types, with specific messages for every malformed field.
 
+use std::borrow::Cow;
+
 use bus::catalog::DeliveryClass;
-use bus::event::{PublishPath, RecipientState, SignalSent};
+use bus::event::{RecipientState, SignalSent};
 use bus::send::SendRequest;
 use chrono::{DateTime, SecondsFormat, Utc};
 use projector::queries::SignalRow;
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
@@ -17,6 +21,34 @@ use crate::error::ApiError;
 /// RFC 3339, UTC, microseconds: the precision the read models keep.
 pub fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// Deepest nesting of arrays and objects accepted in a signal payload or a plugin fact state
+/// (`{}` is one level). Far beyond any real message, and far inside serde_json's recursion
+/// limit (128) once a payload sits inside a push frame or an answer — so every client that
+/// parses with default settings can read every signal the bus accepts.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// Refuses a value nested deeper than `MAX_JSON_DEPTH`, naming `field`.
+pub fn check_depth(field: &str, v: &Value) -> Result<(), ApiError> {
+    // Iterative: the check must not itself be a recursion an input can deepen.
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, level)) = stack.pop() {
+        if !(v.is_array() || v.is_object()) {
+            continue;
+        }
+        if level > MAX_JSON_DEPTH {
+            return Err(ApiError::invalid(format!(
+                "{field} is nested more than {MAX_JSON_DEPTH} levels deep (arrays and objects); the limit is {MAX_JSON_DEPTH}"
+            )));
+        }
+        match v {
+            Value::Array(a) => stack.extend(a.iter().map(|c| (c, level + 1))),
+            Value::Object(m) => stack.extend(m.values().map(|c| (c, level + 1))),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The fields a send may carry (besides `op` and `ref` on the WebSocket).
@@ -50,10 +82,18 @@ pub fn parse_send(map: &Map<String, Value>) -> Result<SendRequest, ApiError> {
     };
     let ttl_seconds = match map.get("ttl_seconds") {
         None | Some(Value::Null) => None,
+        // `60.0` is a whole number too (JSON Schema counts it as an integer, and so do clients).
         Some(v) => Some(
-            v.as_u64().ok_or_else(|| ApiError::invalid("ttl_seconds must be a whole number between 1 and 2592000"))?,
+            v.as_u64()
+                .or_else(|| {
+                    v.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(f)).map(|f| f as u64)
+                })
+                .ok_or_else(|| ApiError::invalid("ttl_seconds must be a whole number between 1 and 2592000"))?,
         ),
     };
+    if let Some(payload) = map.get("payload") {
+        check_depth("payload", payload)?;
+    }
     Ok(SendRequest {
         to: req_string(map, "to")?,
         signal_type: req_string(map, "type")?,
@@ -66,6 +106,29 @@ pub fn parse_send(map: &Map<String, Value>) -> Result<SendRequest, ApiError> {
         correlation_id: opt_string(map, "correlation_id")?,
         dedupe_key: opt_string(map, "dedupe_key")?,
     })
+}
+
+/// Reads the body of an HTTP ack (`{"signal_ids": [...]}`, 1 to `MAX_ACK_IDS` uuids), naming
+/// the first id that is not one.
+pub fn parse_ack_ids(map: &Map<String, Value>) -> Result<Vec<Uuid>, ApiError> {
+    use crate::ws::frames::MAX_ACK_IDS;
+    if let Some(k) = map.keys().find(|k| k.as_str() != "signal_ids") {
+        return Err(ApiError::invalid(format!("unknown field {k:?}")));
+    }
+    let Some(Value::Array(ids)) = map.get("signal_ids") else {
+        return Err(ApiError::invalid("signal_ids is required and must be an array"));
+    };
+    if ids.is_empty() || ids.len() > MAX_ACK_IDS {
+        return Err(ApiError::invalid(format!("signal_ids must hold 1 to {MAX_ACK_IDS} ids")));
+    }
+    ids.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.as_str()
+                .and_then(|s| Uuid::parse_str(s).ok())
+                .ok_or_else(|| ApiError::invalid(format!("signal_ids[{i}] is not a uuid")))
+        })
+        .collect()
 }
 
 /// The accepted-send response (CONTRACT §4), plus `redacted` when something was redacted.
@@ -98,10 +161,14 @@ impl SendResponse<'_> {
     }
 }
 
-/// `delivered`/`queued` of a fresh send: a push is reported delivered, anything else queued.
-pub fn fresh_flags(path: PublishPath) -> (bool, bool) {
-    let delivered = path == PublishPath::PushedToWs;
-    (delivered, !delivered)
+/// The answer to a recorded plugin fact: `{"seq"}`, plus `redacted` when the guard replaced
+/// something in its state (as a send's answer does).
+pub fn fact_recorded(f: &crate::commands::FactRecorded) -> Value {
+    let mut v = json!({ "seq": f.seq });
+    if !f.redacted.is_empty() {
+        v["redacted"] = json!(f.redacted);
+    }
+    v
 }
 
 /// The bounce error of a sync send to an unavailable recipient.
@@ -139,23 +206,75 @@ pub fn signal_frame(s: &SignalSent, redelivered: bool) -> String {
     out
 }
 
-/// A pending signal as the inbox lists it: the push frame's `signal` object (CONTRACT §5),
-/// built from its row; `redelivered` when it was handed out before and never acked.
-pub fn row_signal(r: &SignalRow) -> Value {
-    json!({
-        "id": r.id,
-        "from": r.from_identity,
-        "to": r.to_identity,
-        "type": r.signal_type,
-        "category": r.category,
-        "priority": r.priority,
-        "payload": r.payload,
-        "delivery_class": r.delivery_class,
-        "created_at": ts(r.created_at),
-        "expires_at": r.expires_at.map(ts),
-        "correlation_id": r.correlation_id,
-        "redelivered": r.delivered_at.is_some(),
-    })
+/// A signal as an HTTP answer hands it out: the push frame's `signal` object (CONTRACT §5),
+/// typed, so a drain serializes what it recorded exactly once and never reads it back. Fields
+/// are declared in the order the push frame prints them.
+#[derive(Debug, Serialize)]
+pub struct PushSignal {
+    pub category: String,
+    pub correlation_id: Option<String>,
+    pub created_at: String,
+    pub delivery_class: String,
+    pub expires_at: Option<String>,
+    pub from: String,
+    pub id: Uuid,
+    pub payload: Payload,
+    pub priority: i16,
+    pub redelivered: bool,
+    pub to: String,
+    #[serde(rename = "type")]
+    pub signal_type: String,
+}
+
+/// A signal's payload: the stored JSON text as it is (drains), or a value a read model parsed.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Payload {
+    Raw(Box<RawValue>),
+    Value(Value),
+}
+
+impl PushSignal {
+    /// The signal a delivery recorded. The payload text goes out verbatim: a `RawValue` only
+    /// checks that it is JSON (without building it, so nesting depth is no limit); stored text
+    /// that is not JSON goes out as `null`, as in a push frame.
+    pub fn delivered(sent: Cow<'_, SignalSent>, redelivered: bool) -> Self {
+        let s = sent.into_owned();
+        let payload = RawValue::from_string(s.payload).map_or(Payload::Value(Value::Null), Payload::Raw);
+        PushSignal {
+            category: s.category.as_str().to_string(),
+            correlation_id: s.correlation_id,
+            created_at: ts(s.created_at),
+            delivery_class: s.delivery_class.as_str().to_string(),
+            expires_at: Some(ts(s.expires_at)),
+            from: s.from,
+            id: s.signal_id,
+            payload,
+            priority: s.priority,
+            redelivered,
+            to: s.to,
+            signal_type: s.signal_type,
+        }
+    }
+
+    /// A pending signal as the inbox lists it, from its row; `redelivered` when it was handed
+    /// out before and never acked.
+    pub fn pending(r: SignalRow) -> Self {
+        PushSignal {
+            category: r.category,
+            correlation_id: r.correlation_id,
+            created_at: ts(r.created_at),
+            delivery_class: r.delivery_class,
+            expires_at: r.expires_at.map(ts),
+            from: r.from_identity,
+            id: r.id,
+            payload: Payload::Value(r.payload),
+            priority: r.priority,
+            redelivered: r.delivered_at.is_some(),
+            to: r.to_identity,
+            signal_type: r.signal_type,
+        }
+    }
 }
 
 /// A signal's row with the CONTRACT §10 columns.
@@ -226,9 +345,55 @@ mod tests {
         };
         let p: Value = serde_json::from_str(&sent.payload).unwrap();
         assert_eq!(signal_frame(&sent, true), expected(&sent, p, true));
+        // What an HTTP drain hands out is the push frame's `signal`, byte for byte.
+        let drained = serde_json::to_string(&PushSignal::delivered(Cow::Borrowed(&sent), true)).unwrap();
+        let frame = signal_frame(&sent, true);
+        assert_eq!(format!(r#"{{"op":"signal","signal":{drained}}}"#), frame);
         sent.correlation_id = None;
         sent.payload = "{not json".into();
         assert_eq!(signal_frame(&sent, false), expected(&sent, Value::Null, false));
+        let drained = serde_json::to_string(&PushSignal::delivered(Cow::Borrowed(&sent), false)).unwrap();
+        assert_eq!(format!(r#"{{"op":"signal","signal":{drained}}}"#), signal_frame(&sent, false));
+    }
+
+    #[test]
+    fn drained_payloads_go_out_verbatim_at_any_depth() {
+        let now = Utc::now();
+        let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
+        let sent = SignalSent {
+            signal_id: Uuid::new_v4(),
+            from: "a".into(),
+            to: "b".into(),
+            signal_type: "X".into(),
+            category: bus::catalog::Category::Info,
+            priority: 0,
+            payload: deep.clone(),
+            delivery_class: DeliveryClass::Async,
+            created_at: now,
+            expires_at: now,
+            recipient_state: RecipientState::Available,
+            publish_path: bus::event::PublishPath::QueuedOffline,
+            correlation_id: None,
+            dedupe_key: None,
+            redacted: vec![],
+            resolved_to_session: None,
+        };
+        let out = serde_json::to_string(&PushSignal::delivered(Cow::Owned(sent), false)).unwrap();
+        assert!(out.contains(&format!(r#""payload":{deep},"#)), "{out}");
+    }
+
+    fn nested(levels: usize) -> Value {
+        (1..levels).fold(json!({}), |inner, i| if i % 2 == 0 { json!({ "k": inner }) } else { json!([inner]) })
+    }
+
+    #[test]
+    fn payloads_nest_up_to_the_limit_and_no_deeper() {
+        assert!(check_depth("payload", &json!("scalar")).is_ok());
+        assert!(check_depth("payload", &nested(MAX_JSON_DEPTH)).is_ok());
+        let deep = json!({"to": "b", "type": "X", "payload": nested(MAX_JSON_DEPTH + 1)});
+        let e = parse_send(&obj(deep)).unwrap_err().to_string();
+        assert_eq!(e, "payload is nested more than 64 levels deep (arrays and objects); the limit is 64");
+        assert!(parse_send(&obj(json!({"to": "b", "type": "X", "payload": nested(64)}))).is_ok());
     }
 
     #[test]
@@ -241,6 +406,9 @@ mod tests {
         assert_eq!(msg(json!({"type": "X"})), "to is required");
         assert_eq!(msg(json!({"to": 1, "type": "X"})), "to must be a string");
         assert!(msg(json!({"to": "b", "type": "X", "ttl_seconds": -1})).starts_with("ttl_seconds must be"));
+        assert!(msg(json!({"to": "b", "type": "X", "ttl_seconds": 1.5})).starts_with("ttl_seconds must be"));
+        let whole = parse_send(&obj(json!({"to": "b", "type": "X", "ttl_seconds": 2801.0}))).unwrap();
+        assert_eq!(whole.ttl_seconds, Some(2801), "a whole number written with a fraction");
         assert!(msg(json!({"to": "b", "type": "X", "delivery_class": "soon"})).contains("sync or async"));
         assert_eq!(msg(json!({"to": "b", "type": "X", "tto": 1})), "unknown field \"tto\"");
     }

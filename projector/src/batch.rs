@@ -1,5 +1,8 @@
 //! Folds a run of stored events into the row sets one batch writes: new rows, and per-key
 //! patches in which several events on the same row are already merged. Backend-independent.
+//! Every text goes through the projector's encoding (`encode.rs`: U+0000 becomes U+FFFD), and an
+//! event whose JSON neither backend could read back, or whose correlation id is longer than the
+//! column, becomes a dead letter here, the same way on both backends.
 //!
 //! Deliberately does no I/O and no validation of the signal rules: the stream already obeyed
 //! them (`bus::signal`), so this only records what happened. Merging per key matters because a
@@ -7,10 +10,13 @@
 
 use std::collections::HashMap;
 
-use bus::event::{EventBody, SessionKind, Surface};
-use bus::log::Stored;
+use bus::event::{EventBody, SessionKind, SignalSent, Surface};
+use bus::send::MAX_CORRELATION_ID_CHARS;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
+
+use crate::dead_letter::{AsEntry, DeadLetter};
+use crate::encode::{check_json, json_text, text};
 
 /// The name of the one projection that owns every read model (its checkpoint row).
 pub const PROJECTION: &str = "read_models";
@@ -95,7 +101,13 @@ pub struct Batch {
     pub events: usize,
     pub sent: Vec<SentRow>,
     pub signal_patches: Vec<SignalPatch>,
+    /// Registrations, at most one per (tenant, identity): the first, or the first after the
+    /// batch's last removal of it (a registration only follows a removal on the stream).
     pub agents: Vec<AgentRow>,
+    /// Identities removed in this batch (`agent.removed`): their `agents` and `recipient_state`
+    /// rows are deleted before `agents` is inserted, so a removal followed by a registration in
+    /// one batch ends registered, as it does split over two.
+    pub removed_agents: Vec<(String, String)>,
     pub sessions: Vec<SessionRow>,
     pub session_patches: Vec<SessionPatch>,
     pub facts: Vec<FactRow>,
@@ -103,6 +115,8 @@ pub struct Batch {
     pub plugin_states: Vec<FactRow>,
     /// Identities whose recipient state may have changed.
     pub touched: Vec<(String, String)>,
+    /// Events of the range that are skipped, with why.
+    pub dead_letters: Vec<DeadLetter>,
 }
 
 fn kind_str(k: SessionKind) -> String {
@@ -113,24 +127,53 @@ fn surface_str(s: Surface) -> String {
     s.as_str().to_string()
 }
 
+/// Why a `signal.sent` cannot be stored as it is, if it cannot. `payload` is already encoded.
+fn unstorable_sent(s: &SignalSent, payload: &str) -> Option<String> {
+    if let Err(e) = check_json(payload) {
+        return Some(format!("the payload is not JSON the read models can hold: {e}"));
+    }
+    let corr = s.correlation_id.as_deref().map_or(0, |c| c.chars().count());
+    (corr > MAX_CORRELATION_ID_CHARS)
+        .then(|| format!("the correlation_id has {corr} characters; the read models hold {MAX_CORRELATION_ID_CHARS}"))
+}
+
 impl Batch {
-    /// Folds `events` (consecutive, oldest first) into one batch.
-    pub fn fold(events: &[Stored]) -> Batch {
+    /// A batch that only records `dead` and moves the checkpoint past it.
+    pub fn dead_letter(dead: DeadLetter) -> Batch {
+        Batch { from_seq: dead.seq, to_seq: dead.seq, events: 1, dead_letters: vec![dead], ..Batch::default() }
+    }
+
+    /// Events applied to the read models (the range less its dead letters).
+    pub fn applied_events(&self) -> usize {
+        self.events - self.dead_letters.len()
+    }
+
+    /// Folds `entries` (consecutive, oldest first) into one batch.
+    pub(crate) fn fold<T: AsEntry>(entries: &[T]) -> Batch {
         let mut b = Batch {
-            from_seq: events.first().map_or(0, |s| s.seq),
-            to_seq: events.last().map_or(0, |s| s.seq),
-            events: events.len(),
+            from_seq: entries.first().map_or(0, |s| s.seq()),
+            to_seq: entries.last().map_or(0, |s| s.seq()),
+            events: entries.len(),
             ..Batch::default()
         };
         let mut patches: HashMap<Uuid, usize> = HashMap::new();
         let mut sessions: HashMap<Uuid, usize> = HashMap::new();
         let mut states: HashMap<(String, String), usize> = HashMap::new();
         let mut touched: HashMap<(String, String), ()> = HashMap::new();
-        for stored in events {
+        let mut agents: HashMap<(String, String), Option<AgentRow>> = HashMap::new();
+        let mut removed: HashMap<(String, String), ()> = HashMap::new();
+        for entry in entries {
+            let stored = match entry.entry() {
+                Ok(stored) => stored,
+                Err(dead) => {
+                    b.dead_letters.push(dead.clone());
+                    continue;
+                }
+            };
             let seq = stored.seq as i64;
             let ev = &stored.event;
             let at = ev.occurred_at;
-            let tenant = &ev.tenant;
+            let tenant = &text(&ev.tenant);
             let mut patch = |b: &mut Batch, id: Uuid| -> usize {
                 *patches.entry(id).or_insert_with(|| {
                     b.signal_patches.push(SignalPatch {
@@ -147,23 +190,30 @@ impl Batch {
                 })
             };
             match &ev.body {
-                EventBody::SignalSent(s) => b.sent.push(SentRow {
-                    id: s.signal_id,
-                    tenant: tenant.clone(),
-                    from: s.from.clone(),
-                    to: s.to.clone(),
-                    signal_type: s.signal_type.clone(),
-                    category: s.category.as_str().to_string(),
-                    priority: s.priority,
-                    payload: s.payload.clone(),
-                    delivery_class: s.delivery_class.as_str().to_string(),
-                    recipient_state: s.recipient_state.as_str().to_string(),
-                    publish_path: s.publish_path.as_str().to_string(),
-                    correlation_id: s.correlation_id.clone(),
-                    created_at: s.created_at,
-                    expires_at: s.expires_at,
-                    seq,
-                }),
+                EventBody::SignalSent(s) => {
+                    let payload = json_text(&s.payload);
+                    if let Some(reason) = unstorable_sent(s, &payload) {
+                        b.dead_letters.push(DeadLetter::of(stored, &reason));
+                        continue;
+                    }
+                    b.sent.push(SentRow {
+                        id: s.signal_id,
+                        tenant: tenant.clone(),
+                        from: text(&s.from),
+                        to: text(&s.to),
+                        signal_type: text(&s.signal_type),
+                        category: s.category.as_str().to_string(),
+                        priority: s.priority,
+                        payload: payload.into_owned(),
+                        delivery_class: s.delivery_class.as_str().to_string(),
+                        recipient_state: s.recipient_state.as_str().to_string(),
+                        publish_path: s.publish_path.as_str().to_string(),
+                        correlation_id: s.correlation_id.as_deref().map(text),
+                        created_at: s.created_at,
+                        expires_at: s.expires_at,
+                        seq,
+                    })
+                }
                 // A bounce never enters signal_queue (CONTRACT §4).
                 EventBody::SignalBounced(_) => {}
                 EventBody::SignalDelivered(d) => {
@@ -193,50 +243,62 @@ impl Batch {
                     p.seq = seq;
                 }
                 EventBody::AgentRegistered(a) => {
-                    b.agents.push(AgentRow {
-                        tenant: tenant.clone(),
-                        identity: a.identity.clone(),
-                        kind: kind_str(a.kind),
-                        registered_at: at,
-                    });
-                    touched.insert((tenant.clone(), a.identity.clone()), ());
+                    let identity = text(&a.identity);
+                    let key = (tenant.clone(), identity.clone());
+                    touched.insert(key.clone(), ());
+                    let row = AgentRow { tenant: tenant.clone(), identity, kind: kind_str(a.kind), registered_at: at };
+                    // The first registration holds (the rows' `ON CONFLICT DO NOTHING`), as in the
+                    // gateway's registry; only a removal clears the slot.
+                    agents.entry(key).or_insert(None).get_or_insert(row);
+                }
+                EventBody::AgentRemoved(r) => {
+                    let key = (tenant.clone(), text(&r.identity));
+                    agents.insert(key.clone(), None);
+                    removed.insert(key, ());
                 }
                 // Token hashes are secrets; no read model holds them.
                 EventBody::TokenRotated(_) => {}
                 EventBody::SessionOpened(o) => {
+                    let identity = text(&o.identity);
+                    touched.insert((tenant.clone(), identity.clone()), ());
                     b.sessions.push(SessionRow {
                         session_id: o.session_id,
                         tenant: tenant.clone(),
-                        identity: o.identity.clone(),
+                        identity,
                         kind: kind_str(o.kind),
                         surface: surface_str(o.surface),
-                        node: o.node.clone(),
+                        node: text(&o.node),
                         opened_at: at,
                     });
-                    touched.insert((tenant.clone(), o.identity.clone()), ());
                 }
                 EventBody::SessionHeartbeat(h) => {
                     let i = session_patch(&mut b, &mut sessions, h.session_id);
                     let p = &mut b.session_patches[i];
                     p.heartbeat = Some(p.heartbeat.map_or(at, |t| t.max(at)));
-                    touched.insert((tenant.clone(), h.identity.clone()), ());
+                    touched.insert((tenant.clone(), text(&h.identity)), ());
                 }
                 EventBody::SessionClosed(c) => {
                     let i = session_patch(&mut b, &mut sessions, c.session_id);
                     b.session_patches[i].released_at.get_or_insert(at);
-                    touched.insert((tenant.clone(), c.identity.clone()), ());
+                    touched.insert((tenant.clone(), text(&c.identity)), ());
                 }
                 EventBody::PluginFactRecorded(f) => {
+                    let fact = json_text(&f.state);
+                    if let Err(e) = check_json(&fact) {
+                        let reason = format!("the state is not JSON the read models can hold: {e}");
+                        b.dead_letters.push(DeadLetter::of(stored, &reason));
+                        continue;
+                    }
                     let row = FactRow {
                         tenant: tenant.clone(),
-                        plugin: f.plugin.clone(),
+                        plugin: text(&f.plugin),
                         seq: f.seq as i64,
-                        fact_type: f.fact_type.clone(),
-                        fact: f.state.clone(),
-                        recorded_by: f.recorded_by.clone(),
+                        fact_type: text(&f.fact_type),
+                        fact: fact.into_owned(),
+                        recorded_by: text(&f.recorded_by),
                         created_at: at,
                     };
-                    let key = (tenant.clone(), f.plugin.clone());
+                    let key = (tenant.clone(), row.plugin.clone());
                     match states.get(&key) {
                         Some(&i) if b.plugin_states[i].seq >= row.seq => {}
                         Some(&i) => b.plugin_states[i] = row.clone(),
@@ -247,10 +309,16 @@ impl Batch {
                     }
                     b.facts.push(row);
                 }
+                // Stored too late to count (its writer answered "nothing was accepted").
+                EventBody::Voided(_) => {}
             }
         }
         b.touched = touched.into_keys().collect();
         b.touched.sort();
+        b.agents = agents.into_values().flatten().collect();
+        b.agents.sort_by(|x, y| (&x.tenant, &x.identity).cmp(&(&y.tenant, &y.identity)));
+        b.removed_agents = removed.into_keys().collect();
+        b.removed_agents.sort();
         b
     }
 }

@@ -8,7 +8,9 @@ use bus::log::SharedLog;
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::dead_letter::{read_entries, AsEntry};
 use crate::error::Result;
+use crate::health;
 use crate::models::ReadModels;
 
 /// Lag (events) above which the lag check fails: far beyond a healthy projector's few batches.
@@ -121,19 +123,31 @@ pub async fn doctor(log: &SharedLog, models: &ReadModels) -> Result<DoctorReport
         format!("{lag} events behind the stream"),
         "make sure a projector is running (`signalbus serve` or `signalbus projector`) and read its logs",
     ));
+
+    let problems = health::problems(log, models).await?;
+    let found = |name: &str| problems.iter().find(|p| p.check == name);
+    checks.push(match found("dead_letters") {
+        Some(p) => check("dead_letters", false, p.detail.clone(), &p.fix),
+        None => check("dead_letters", true, "no event was skipped as a dead letter".into(), ""),
+    });
+    checks.push(match found("projection_progress") {
+        Some(p) => check("projection_progress", false, p.detail.clone(), &p.fix),
+        None => check("projection_progress", true, "the checkpoint keeps up with the stream".into(), ""),
+    });
     Ok(DoctorReport { stream_last_seq: last, checkpoint, lag_events: lag, checks })
 }
 
-/// Every bounced signal id on the stream up to `last`.
+/// Every bounced signal id on the stream up to `last` (an undecodable event is passed: the
+/// dead-letter check reports it).
 async fn bounced_ids(log: &SharedLog, last: u64) -> Result<Vec<Uuid>> {
     let mut out = Vec::new();
     let mut from = 1;
     while from <= last {
-        let page = log.read(from, SCAN_PAGE).await?;
+        let page = read_entries(log, from, SCAN_PAGE).await?;
         let Some(tail) = page.last() else { break };
-        from = tail.seq + 1;
-        out.extend(page.iter().filter_map(|s| match &s.event.body {
-            EventBody::SignalBounced(b) => Some(b.signal_id),
+        from = tail.seq() + 1;
+        out.extend(page.iter().filter_map(|e| match e.entry().map(|s| &s.event.body) {
+            Ok(EventBody::SignalBounced(b)) => Some(b.signal_id),
             _ => None,
         }));
     }

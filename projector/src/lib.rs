@@ -10,21 +10,33 @@
 //! - `models`: `ReadModels`, the PostgreSQL-or-SQLite handle implementing `Queries`, plus
 //!   archiving and snapshots.
 //! - `batch`: folds a run of events into the row sets one batch writes (no I/O).
+//! - `encode`: the total encoding of text and JSON (U+0000 becomes U+FFFD).
+//! - `dead_letter`: events that cannot be applied, and which failures are the data's fault.
+//! - `bisect`: applies a run so that no event halts projection (halves down to a dead letter).
 //! - `pg/`: PostgreSQL — migrations, the batch transaction (`apply`), queries, archive and
 //!   doctor probes (`maint`), and the scratch-schema rebuild with its atomic swap (`rebuild`).
 //! - `sqlite/`: the same for the embedded SQLite file.
-//! - `runner`: `Projector` — follows the stream, closes batches, refreshes recipient state.
+//! - `runner`: `Projector` — takes the lease, follows the stream, closes batches, refreshes
+//!   recipient state.
+//! - `lease`: `Lease`, the PostgreSQL advisory lock one projector (and one sweeper) leads by.
 //! - `rebuild`: `rebuild()` and its report.
 //! - `doctor`: `doctor()` — integrity checks against the stream, each with a fix.
+//! - `health`: is projection progressing, and was anything dead-lettered (`/readyz`, doctor).
 //! - `snapshot`: a canonical dump of every table, to compare a live model with a rebuild.
-//! - `metrics`: `signalbus_projector_lag_events` and `signalbus_projector_applied_events_total`.
+//! - `metrics`: `signalbus_projector_lag_events`, `signalbus_projector_applied_events_total`,
+//!   `signalbus_projector_dead_letters_total` and `signalbus_projector_leader`.
 //! - `error`: this crate's error type.
 //!
 //! Migrations live in `schema/postgres` and `schema/sqlite` and are embedded at build time.
 
 mod batch;
+mod bisect;
+pub mod dead_letter;
 pub mod doctor;
+mod encode;
 pub mod error;
+pub mod health;
+pub mod lease;
 pub mod metrics;
 pub mod models;
 mod pg;
@@ -34,6 +46,7 @@ pub mod runner;
 pub mod snapshot;
 mod sqlite;
 
+pub use dead_letter::DeadLetter;
 pub use doctor::{doctor, Check, DoctorReport};
 pub use error::{Error, Result};
 pub use models::ReadModels;

@@ -16,9 +16,11 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::batch::Batch;
+use crate::bisect::{self, Sink};
 use crate::error::{Error, Result};
+use crate::health::ProjectionStatus;
 use crate::pg::PgModels;
-use crate::queries::{AgentRow, ListSignals, Overdue, PluginFactRow, PluginStateRow, Queries, SignalRow};
+use crate::queries::{AgentRow, FactsAnswer, FactsPage, ListSignals, Overdue, PluginStateRow, Queries, SignalRow};
 use crate::snapshot::Snapshot;
 use crate::sqlite::SqliteModels;
 
@@ -104,13 +106,13 @@ impl ReadModels {
     }
 
     /// Applies `events` (consecutive, oldest first) as one batch on top of checkpoint
-    /// `expected`, exactly as the projector would. `Ok(false)` and nothing written when the
-    /// checkpoint is not `expected` — e.g. the batch was applied already.
+    /// `expected`, exactly as the projector would, dead letters included. `Ok(false)` and
+    /// nothing written when the checkpoint is not `expected` — e.g. the batch was applied already.
     pub async fn apply_stored(&self, events: &[Stored], expected: u64) -> Result<bool> {
         if events.is_empty() {
             return Ok(true);
         }
-        self.apply(&Batch::fold(events), expected).await
+        Ok(bisect::apply(&mut &*self, events, expected).await?.is_some())
     }
 
     /// Recomputes `recipient_state` against the clock; returns the rows that changed.
@@ -135,6 +137,11 @@ impl ReadModels {
         dispatch!(self, m => m.snapshot().await)
     }
 
+    /// The checkpoint and the dead letters, as `/readyz` and the doctor read them.
+    pub async fn projection_status(&self) -> Result<ProjectionStatus> {
+        dispatch!(self, m => m.projection_status().await)
+    }
+
     /// Rows with more than one terminal stamp: how many, and up to ten ids.
     pub(crate) async fn multi_terminal(&self) -> Result<(u64, Vec<Uuid>)> {
         dispatch!(self, m => m.multi_terminal().await)
@@ -153,6 +160,14 @@ impl ReadModels {
             }
             newer
         });
+    }
+}
+
+/// The live read models as the projector writes them.
+#[async_trait]
+impl Sink for &ReadModels {
+    async fn apply(&mut self, batch: &Batch, expected: u64) -> Result<bool> {
+        ReadModels::apply(self, batch, expected).await
     }
 }
 
@@ -212,17 +227,15 @@ impl Queries for ReadModels {
         dispatch!(self, m => m.plugin_state(tenant, plugin).await)
     }
 
-    async fn plugin_facts(
-        &self,
-        tenant: &str,
-        plugin: &str,
-        fact_type: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<PluginFactRow>> {
-        dispatch!(self, m => m.plugin_facts(tenant, plugin, fact_type, limit).await)
+    async fn plugin_facts(&self, page: &FactsPage) -> Result<FactsAnswer> {
+        dispatch!(self, m => m.plugin_facts(page).await)
     }
 
     async fn ping(&self) -> Result<()> {
         dispatch!(self, m => m.ping().await)
+    }
+
+    async fn projection_status(&self) -> Result<ProjectionStatus> {
+        ReadModels::projection_status(self).await
     }
 }

@@ -104,9 +104,51 @@ pub struct PluginStateRow {
 pub struct PluginFactRow {
     pub seq: i64,
     pub fact_type: String,
-    pub state: serde_json::Value,
+    /// The fact's `state` as stored JSON text: handed out as it is, never parsed on the way.
+    pub state_json: String,
     pub recorded_by: String,
     pub created_at: DateTime<Utc>,
+}
+
+/// A page request of `plugin_facts`: newest first, strictly older than `before_seq` when
+/// given, at most `limit` facts, and no fact past the one whose encoded state brings the page
+/// to `max_bytes` (so a page always holds at least one fact, and at most `max_bytes` plus one
+/// fact).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactsPage {
+    pub tenant: String,
+    pub plugin: String,
+    pub fact_type: Option<String>,
+    pub before_seq: Option<i64>,
+    pub limit: u32,
+    pub max_bytes: u64,
+}
+
+/// A page of facts, and where the next one starts (`None`: there are no older facts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactsAnswer {
+    pub facts: Vec<PluginFactRow>,
+    pub next_before_seq: Option<i64>,
+}
+
+impl FactsPage {
+    /// Given the `(seq, bytes)` of up to `limit + 1` facts, newest first, the seq range to read
+    /// (`oldest..=newest`) and whether older facts remain past it.
+    pub fn cut(&self, sizes: &[(i64, i64)]) -> Option<(i64, i64, bool)> {
+        let newest = sizes.first()?.0;
+        let mut total: u64 = 0;
+        let mut oldest = newest;
+        let mut taken = 0usize;
+        for &(seq, bytes) in sizes.iter().take(self.limit as usize) {
+            if taken > 0 && total >= self.max_bytes {
+                break;
+            }
+            total += bytes.max(0) as u64;
+            oldest = seq;
+            taken += 1;
+        }
+        Some((oldest, newest, sizes.len() > taken))
+    }
 }
 
 #[async_trait]
@@ -144,15 +186,31 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
     /// The compatibility view of a plugin (`{}` and seq 0 when it has no facts).
     async fn plugin_state(&self, tenant: &str, plugin: &str) -> Result<PluginStateRow>;
 
-    /// A plugin's facts, newest first.
-    async fn plugin_facts(
-        &self,
-        tenant: &str,
-        plugin: &str,
-        fact_type: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<PluginFactRow>>;
+    /// A page of a plugin's facts, newest first, bounded in rows and in bytes.
+    async fn plugin_facts(&self, page: &FactsPage) -> Result<FactsAnswer>;
 
     /// Whether the database answers.
     async fn ping(&self) -> Result<()>;
+
+    /// Where projection stands and what it skipped (`health::problems` judges it).
+    async fn projection_status(&self) -> Result<crate::health::ProjectionStatus>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(limit: u32, max_bytes: u64) -> FactsPage {
+        FactsPage { tenant: "t".into(), plugin: "p".into(), fact_type: None, before_seq: None, limit, max_bytes }
+    }
+
+    #[test]
+    fn pages_stop_at_the_byte_budget_but_always_hold_one_fact() {
+        let sizes = [(9, 400), (8, 400), (7, 400), (6, 400)];
+        assert_eq!(page(10, 1000).cut(&sizes), Some((7, 9, true)), "the fact crossing the budget is the last");
+        assert_eq!(page(10, 100).cut(&sizes), Some((9, 9, true)), "one fact even past the budget");
+        assert_eq!(page(2, 10_000).cut(&sizes), Some((8, 9, true)), "the row limit");
+        assert_eq!(page(4, 10_000).cut(&sizes), Some((6, 9, false)), "limit + 1 rows were asked: nothing older");
+        assert_eq!(page(4, 10_000).cut(&[]), None);
+    }
 }

@@ -1,9 +1,17 @@
-//! `Projector`: follows the stream from the checkpoint, closes a batch at `max_batch` events or
-//! `max_wait` after its first event, and applies it with its checkpoint in one transaction;
-//! refreshes `recipient_state` against the clock and reports lag every `refresh_every`.
+//! `Projector`: waits for the projector lease, then follows the stream from the checkpoint,
+//! closes a batch at `max_batch` events or `max_wait` after its first event, and applies it with
+//! its checkpoint in one transaction; refreshes `recipient_state` against the clock, reports lag
+//! and checks the lease every `refresh_every`.
 //!
-//! Deliberately keeps no state that is not in the database: after a crash, a failed batch or a
-//! rebuild it simply reopens the stream after whatever checkpoint the database holds.
+//! Several projectors on one database: one leads (`lease`), the others stand by and take over
+//! within `lease_retry` of its death. Without the lease they would still be correct — every
+//! batch commits only on top of the checkpoint it was folded after — but each would fold every
+//! event and all but one would throw the work away and reopen the stream on every lost
+//! compare-and-set, so the leader's lag would grow with the number of projectors.
+//!
+//! Deliberately keeps no state that is not in the database: after a crash, a failed batch, a
+//! rebuild or a takeover it simply reopens the stream after whatever checkpoint the database
+//! holds.
 
 use std::time::{Duration, Instant};
 
@@ -12,8 +20,11 @@ use chrono::Utc;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::batch::{Batch, PROJECTION};
+use crate::batch::PROJECTION;
+use crate::bisect;
+use crate::dead_letter::{entry_of, AsEntry, Entry};
 use crate::error::{Error, Result};
+use crate::lease::{Held, Lease};
 use crate::metrics;
 use crate::models::{ReadModels, DEFAULT_STALE_AFTER};
 
@@ -25,9 +36,14 @@ pub struct ProjectorConfig {
     pub max_batch: usize,
     /// ...or this long after its first event, whichever comes first.
     pub max_wait: Duration,
-    /// How often recipient state is recomputed against the clock and lag is reported. Must stay
-    /// well under 5 s: that is how late a stale-threshold crossing may show.
+    /// How often recipient state is recomputed against the clock, lag is reported and the
+    /// lease is checked. Must stay well under 5 s: that is how late a stale-threshold crossing
+    /// may show.
     pub refresh_every: Duration,
+    /// Who may project (`Lease::Local` when embedded; the projector advisory lock otherwise).
+    pub lease: Lease,
+    /// How often a standby tries the lease: the most a takeover waits after the leader died.
+    pub lease_retry: Duration,
 }
 
 impl Default for ProjectorConfig {
@@ -37,6 +53,8 @@ impl Default for ProjectorConfig {
             max_batch: 1_000,
             max_wait: Duration::from_millis(20),
             refresh_every: Duration::from_secs(1),
+            lease: Lease::Local,
+            lease_retry: Duration::from_secs(1),
         }
     }
 }
@@ -53,6 +71,8 @@ enum Stop {
     Shutdown,
     /// The checkpoint is not where this loop thought (a rebuild, or another projector).
     Resync,
+    /// The lease's connection is gone: another projector may lead by now.
+    LeaseLost,
 }
 
 impl Projector {
@@ -61,13 +81,31 @@ impl Projector {
         Self { log, models, config }
     }
 
-    /// Runs until `shutdown` is cancelled. Failures (database or stream unavailable) are logged
-    /// and retried from the checkpoint with backoff, so this only returns on shutdown.
+    /// Runs until `shutdown` is cancelled: stands by while another projector holds the lease,
+    /// projects while this one does. An event that cannot be applied is not a failure: it is
+    /// dead-lettered and skipped (`bisect.rs`).
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let lease = self.config.lease.clone();
+        while let Some(mut held) = lease.acquire(self.config.lease_retry, &shutdown, "projector").await {
+            tracing::info!(projection = PROJECTION, "projector leads");
+            metrics::set_leader(true);
+            let stop = self.lead(&mut held, &shutdown).await;
+            metrics::set_leader(false);
+            held.release().await;
+            if matches!(stop, Stop::Shutdown) {
+                break;
+            }
+            tracing::warn!(projection = PROJECTION, "projector lost its lease; standing by");
+        }
+        Ok(())
+    }
+
+    /// Projects while leading. Failures (database or stream unavailable) are logged and retried
+    /// from the checkpoint with backoff, so this returns only on shutdown or a lost lease.
+    async fn lead(&self, held: &mut Held, shutdown: &CancellationToken) -> Stop {
         let mut backoff = Duration::from_millis(100);
         loop {
-            match self.follow(&shutdown).await {
-                Ok(Stop::Shutdown) => return Ok(()),
+            match self.follow(held, shutdown).await {
                 Ok(Stop::Resync) => {
                     tracing::info!(
                         projection = PROJECTION,
@@ -75,12 +113,16 @@ impl Projector {
                     );
                     backoff = Duration::from_millis(100);
                 }
+                Ok(stop) => return stop,
                 Err(e) => {
                     tracing::warn!(projection = PROJECTION, error = %e, backoff_ms = backoff.as_millis() as u64,
                         "projector failed; retrying from the checkpoint");
                     tokio::select! {
-                        _ = shutdown.cancelled() => return Ok(()),
+                        _ = shutdown.cancelled() => return Stop::Shutdown,
                         _ = tokio::time::sleep(backoff) => {}
+                    }
+                    if !held.check().await {
+                        return Stop::LeaseLost;
                     }
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
@@ -88,15 +130,18 @@ impl Projector {
         }
     }
 
-    async fn follow(&self, shutdown: &CancellationToken) -> Result<Stop> {
+    async fn follow(&self, held: &mut Held, shutdown: &CancellationToken) -> Result<Stop> {
         let mut applied = self.models.checkpoint().await?;
         self.models.notify_applied(applied);
         tracing::info!(projection = PROJECTION, from_seq = applied + 1, "following the stream");
         let mut stream = self.log.tail(applied + 1).await?;
         let mut next_refresh = Instant::now();
-        let mut pending: Vec<Stored> = Vec::with_capacity(self.config.max_batch);
+        let mut pending: Vec<Entry> = Vec::with_capacity(self.config.max_batch);
         loop {
             if Instant::now() >= next_refresh {
+                if !held.check().await {
+                    return Ok(Stop::LeaseLost);
+                }
                 self.refresh(applied).await?;
                 next_refresh = Instant::now() + self.config.refresh_every;
             }
@@ -105,31 +150,31 @@ impl Projector {
                 _ = tokio::time::sleep_until(next_refresh.into()) => continue,
                 item = stream.next() => item,
             };
-            pending.push(next_item(first)?);
+            pending.push(next_entry(first)?);
             let deadline = tokio::time::Instant::now() + self.config.max_wait;
             while pending.len() < self.config.max_batch {
                 match tokio::time::timeout_at(deadline, stream.next()).await {
-                    Ok(item) => pending.push(next_item(item)?),
+                    Ok(item) => pending.push(next_entry(item)?),
                     Err(_) => break,
                 }
             }
-            let batch = Batch::fold(&pending);
-            if batch.from_seq != applied + 1 && applied != 0 {
+            let from_seq = pending[0].seq();
+            if from_seq != applied + 1 && applied != 0 {
                 return Err(Error::Invariant(format!(
-                    "stream gap: expected sequence {} but the stream yielded {}",
+                    "stream gap: expected sequence {} but the stream yielded {from_seq}",
                     applied + 1,
-                    batch.from_seq
                 )));
             }
             let started = Instant::now();
-            if !self.models.apply(&batch, applied).await? {
+            let Some(done) = bisect::apply(&mut &self.models, &pending, applied).await? else {
                 return Ok(Stop::Resync);
-            }
-            applied = batch.to_seq;
-            metrics::record_applied(PROJECTION, batch.events as u64);
+            };
+            applied = done.to_seq;
+            metrics::record_applied(PROJECTION, done.events as u64);
             tracing::debug!(
                 projection = PROJECTION,
-                events = batch.events,
+                events = done.events,
+                dead_letters = done.dead,
                 last_seq = applied,
                 elapsed_us = started.elapsed().as_micros() as u64,
                 "batch applied"
@@ -149,10 +194,11 @@ impl Projector {
     }
 }
 
-fn next_item(item: Option<bus::Result<Stored>>) -> Result<Stored> {
+/// The tail's next item as an entry: an undecodable event is a dead letter to record, not a
+/// failure (the tail has already moved past it).
+fn next_entry(item: Option<bus::Result<Stored>>) -> Result<Entry> {
     match item {
-        Some(Ok(stored)) => Ok(stored),
-        Some(Err(e)) => Err(e.into()),
+        Some(item) => Ok(entry_of(item)?),
         None => Err(Error::Invariant("the stream's tail ended".into())),
     }
 }

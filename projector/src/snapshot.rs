@@ -1,15 +1,15 @@
 //! A canonical, comparable dump of every read model: what "the live tables equal a rebuild,
 //! row for row" means in tests and in the rebuild's own verification.
 //!
-//! Deliberately leaves out what is not derived from the stream: when a checkpoint was written
-//! and when a row was archived. Hot and archived signal rows are one set, because archiving
+//! Deliberately leaves out what is not derived from the stream: when a checkpoint was written,
+//! when a row was archived and when a dead letter was recorded. Hot and archived signal rows are one set, because archiving
 //! only moves rows.
 
 use std::collections::BTreeMap;
 
 /// (name, columns, FROM clause, ORDER BY) of each dumped table; the SQL is valid in both
 /// PostgreSQL and SQLite (`{SIGNAL_COLS}` is substituted by the backend).
-pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 7] = [
+pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 8] = [
     (
         "signals",
         "id, tenant, from_identity, to_identity, signal_type, category, priority, payload, delivery_class, \
@@ -39,6 +39,12 @@ pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 7] = [
     ),
     ("plugin_state", "tenant, plugin_name, state, seq, updated_at", "plugin_state", "tenant, plugin_name"),
     ("projection_checkpoints", "projection, last_seq", "projection_checkpoints", "projection"),
+    (
+        "projection_dead_letters",
+        "projection, seq, subject, event_type, reason",
+        "projection_dead_letters",
+        "projection, seq",
+    ),
 ];
 
 /// Every table's rows, each rendered as a JSON array, in primary-key order.

@@ -6,7 +6,7 @@ mod support;
 use bus::catalog::Category;
 use bus::event::DeliveredVia;
 use chrono::{Duration, Utc};
-use projector::queries::{ListSignals, Queries, Role, StatusFilter};
+use projector::queries::{FactsPage, ListSignals, Queries, Role, StatusFilter};
 use support::*;
 use uuid::Uuid;
 
@@ -15,8 +15,78 @@ both_backends!(
     a_batch_applied_twice_changes_nothing,
     drain_order_and_redelivery,
     archived_rows_still_take_late_events,
-    doctor_finds_planted_violations
+    doctor_finds_planted_violations,
+    fact_pages_are_bounded_in_bytes_and_continue_before_a_seq,
+    a_removed_agent_leaves_the_roster_in_any_batch_split
 );
+
+/// `agent.removed` deletes the agent's `agents` and `recipient_state` rows and nothing else;
+/// the closes that follow it do not bring its recipient state back; a registration after it
+/// holds. Applied one event per batch, the tables equal a rebuild (one batch).
+async fn a_removed_agent_leaves_the_roster_in_any_batch_split(env: Env) {
+    let m = &env.models;
+    let t0 = Utc::now() - Duration::minutes(10);
+    let at = |s: i64| t0 + Duration::seconds(s);
+    let (session, signal) = (Uuid::new_v4(), Uuid::new_v4());
+    let events = vec![
+        registered("alice", at(0)),
+        registered("bob", at(1)),
+        opened(session, "bob", at(2)),
+        sent(signal, "alice", "bob", Category::Task, at(3), Duration::hours(1)),
+        removed("bob", at(4)),
+        closed(session, "bob", at(5)),
+        expired(signal, at(3) + Duration::hours(1), at(6)),
+        registered("carol", at(7)),
+        removed("carol", at(8)),
+        registered("carol", at(9)),
+    ];
+    let seqs = env.append_all(&events).await;
+    for (i, event) in events.iter().enumerate() {
+        assert!(m.apply_stored(&stored(seqs[i], vec![event.clone()]), seqs[i] - 1).await.unwrap());
+    }
+    let agents = m.agents(TENANT).await.unwrap();
+    let names: Vec<_> = agents.iter().map(|a| (a.identity.as_str(), a.registered_at.timestamp())).collect();
+    assert_eq!(names, [("alice", at(0).timestamp()), ("carol", at(9).timestamp())]);
+    let row = m.signal(TENANT, signal).await.unwrap().expect("history stays");
+    assert!(row.expired_at.is_some());
+    let live = m.snapshot().await.unwrap();
+    projector::rebuild(&env.log, m).await.unwrap();
+    let rebuilt = m.snapshot().await.unwrap();
+    assert_eq!(live, rebuilt, "{}", live.diff(&rebuilt));
+    let recipient_rows = live.tables.get("recipient_state").map(Vec::len);
+    assert_eq!(recipient_rows, Some(2), "alice and carol only");
+}
+
+fn facts_page(plugin: &str, fact_type: Option<&str>, before_seq: Option<i64>, max_bytes: u64) -> FactsPage {
+    FactsPage {
+        tenant: TENANT.into(),
+        plugin: plugin.into(),
+        fact_type: fact_type.map(str::to_string),
+        before_seq,
+        limit: 10,
+        max_bytes,
+    }
+}
+
+async fn fact_pages_are_bounded_in_bytes_and_continue_before_a_seq(env: Env) {
+    let m = &env.models;
+    let t0 = Utc::now();
+    let big = |n: u64| format!(r#"{{"x":"{}"}}"#, n.to_string().repeat(1000));
+    let events: Vec<_> = (1..=5).map(|n| fact("p", n, &big(n), t0 + Duration::seconds(n as i64))).collect();
+    assert!(m.apply_stored(&stored(1, events), 0).await.unwrap());
+    let seqs = |a: &projector::queries::FactsAnswer| a.facts.iter().map(|f| f.seq).collect::<Vec<_>>();
+
+    // ~1 KB each: a 2,500-byte page stops after the fact that crosses the budget.
+    let first = m.plugin_facts(&facts_page("p", None, None, 2500)).await.unwrap();
+    assert_eq!((seqs(&first), first.next_before_seq), (vec![5, 4, 3], Some(3)));
+    let second = m.plugin_facts(&facts_page("p", None, first.next_before_seq, 2500)).await.unwrap();
+    assert_eq!((seqs(&second), second.next_before_seq), (vec![2, 1], None));
+    let one = m.plugin_facts(&facts_page("p", None, None, 1)).await.unwrap();
+    assert_eq!((seqs(&one), one.next_before_seq), (vec![5], Some(5)), "a page holds at least one fact");
+    let odd = m.plugin_facts(&facts_page("p", Some("odd"), None, 2500)).await.unwrap();
+    assert_eq!((seqs(&odd), odd.next_before_seq), (vec![5, 3, 1], None));
+    assert!(first.facts[0].state_json.contains(&"5".repeat(1000)));
+}
 
 async fn each_event_lands_in_its_table(env: Env) {
     let m = &env.models;
@@ -80,10 +150,13 @@ async fn each_event_lands_in_its_table(env: Env) {
 
     let st = m.plugin_state(TENANT, "alice/w").await.unwrap();
     assert_eq!((st.state, st.seq), (serde_json::json!({"a": 2}), 2));
-    let facts = m.plugin_facts(TENANT, "alice/w", None, 10).await.unwrap();
-    assert_eq!(facts.iter().map(|f| f.seq).collect::<Vec<_>>(), [2, 1]);
-    let odd = m.plugin_facts(TENANT, "alice/w", Some("odd"), 10).await.unwrap();
-    assert_eq!(odd.len(), 1);
+    let facts = m.plugin_facts(&facts_page("alice/w", None, None, 1 << 20)).await.unwrap();
+    assert_eq!(facts.facts.iter().map(|f| f.seq).collect::<Vec<_>>(), [2, 1]);
+    let state: serde_json::Value = serde_json::from_str(&facts.facts[0].state_json).unwrap();
+    assert_eq!(state, serde_json::json!({"a": 2}));
+    assert_eq!(facts.next_before_seq, None);
+    let odd = m.plugin_facts(&facts_page("alice/w", Some("odd"), None, 1 << 20)).await.unwrap();
+    assert_eq!(odd.facts.len(), 1);
     let none = m.plugin_state(TENANT, "nobody").await.unwrap();
     assert_eq!((none.state, none.seq), (serde_json::json!({}), 0));
 

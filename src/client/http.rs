@@ -1,8 +1,13 @@
-//! One HTTP call to the bus, classified into the CLI's exit codes.
+//! One HTTP call to the bus, classified into the CLI's exit codes, and where a call's URL and
+//! token come from: `--url` (with its scheme checked), `--token`, else the admin token
+//! `signalbus serve` keeps in its data dir.
 //!
-//! Deliberately does not print: `render.rs` does.
+//! Deliberately does not print: `render.rs` does. The hints a failure carries say what to do
+//! next (where the token was looked for, whether a server is running here).
 
-use reqwest::Method;
+use std::path::PathBuf;
+
+use reqwest::{Method, Url};
 use serde_json::Value;
 
 use super::Conn;
@@ -10,8 +15,11 @@ use super::Conn;
 /// Why a verb failed, and the exit code it maps to.
 #[derive(Debug)]
 pub enum Failure {
-    /// The bus answered with an error body (exit 1).
-    Bus { status: u16, body: Value },
+    /// The bus answered with an error body (exit 1); `hint` says what to try next.
+    Bus { status: u16, body: Value, hint: Option<String> },
+    /// The bus answered, and what it said is a failure that is not an HTTP error, e.g. doctor
+    /// checks that failed (exit 1).
+    Failed(String),
     /// The bus could not be reached (exit 3).
     Unreachable(String),
     /// The invocation itself is wrong (exit 2).
@@ -21,38 +29,160 @@ pub enum Failure {
 impl Failure {
     pub fn exit_code(&self) -> i32 {
         match self {
-            Failure::Bus { .. } => 1,
+            Failure::Bus { .. } | Failure::Failed(_) => 1,
             Failure::Usage(_) => 2,
             Failure::Unreachable(_) => 3,
         }
     }
+
+    /// The error code of a `Bus` failure's body.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Failure::Bus { body, .. } => body.pointer("/error/code").and_then(Value::as_str),
+            _ => None,
+        }
+    }
+
+    /// Adds a hint to a `Bus` failure (others are returned as they are).
+    pub fn with_hint(self, hint: String) -> Failure {
+        match self {
+            Failure::Bus { status, body, .. } => Failure::Bus { status, body, hint: Some(hint) },
+            other => other,
+        }
+    }
 }
 
-fn default_token() -> Option<String> {
-    let path = std::path::Path::new("./signalbus-data").join(crate::admin_token::FILE_NAME);
-    std::fs::read_to_string(path).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty())
+/// Where `signalbus serve` keeps its admin token: `$SIGNALBUS_DATA_DIR` (the variable `serve`
+/// reads for --data-dir), else serve's default `./signalbus-data`.
+pub fn admin_token_file() -> PathBuf {
+    let dir = std::env::var_os("SIGNALBUS_DATA_DIR").map_or_else(|| PathBuf::from("./signalbus-data"), PathBuf::from);
+    let file = dir.join(crate::admin_token::FILE_NAME);
+    std::path::absolute(&file).unwrap_or(file)
+}
+
+fn admin_token_from_file() -> Option<String> {
+    std::fs::read_to_string(admin_token_file()).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty())
+}
+
+/// The token a call sends: `--token`/`SIGNALBUS_TOKEN`, else the kept admin token.
+pub fn token(conn: &Conn) -> Option<String> {
+    conn.token.clone().filter(|t| !t.is_empty()).or_else(admin_token_from_file)
+}
+
+/// `--url` as a URL; one without an `http://` or `https://` scheme is a usage error.
+pub fn base_url(conn: &Conn) -> Result<Url, Failure> {
+    let usage = || {
+        Failure::Usage(format!(
+            "--url {:?} is not an http:// or https:// URL (e.g. http://{})",
+            conn.url,
+            conn.url.trim_start_matches("//")
+        ))
+    };
+    match Url::parse(&conn.url) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(url),
+        _ => Err(usage()),
+    }
 }
 
 /// Sends one request and returns the JSON body of a 2xx answer.
 pub async fn call(conn: &Conn, method: Method, path: &str, body: Option<Value>) -> Result<Value, Failure> {
-    let url = format!("{}{}", conn.url.trim_end_matches('/'), path);
+    let base = base_url(conn)?;
+    let url = format!("{}{}", base.as_str().trim_end_matches('/'), path);
     let client = reqwest::Client::new();
     let mut req = client.request(method, &url);
-    if let Some(token) = conn.token.clone().or_else(default_token) {
-        req = req.bearer_auth(token);
+    let token = token(conn);
+    if let Some(t) = &token {
+        req = req.bearer_auth(t);
     }
     if let Some(b) = body {
         req = req.json(&b);
     }
-    let resp = req.send().await.map_err(|e| Failure::Unreachable(format!("cannot reach {url}: {e}")))?;
+    let resp = req.send().await.map_err(|e| Failure::Unreachable(unreachable(&base, &e)))?;
     let status = resp.status();
-    let text = resp.text().await.map_err(|e| Failure::Unreachable(format!("reading answer from {url}: {e}")))?;
+    let text = resp.text().await.map_err(|e| Failure::Unreachable(format!("reading the answer from {url}: {e}")))?;
     let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
     if status.is_success() {
-        Ok(value)
-    } else {
-        Err(Failure::Bus { status: status.as_u16(), body: value })
+        return Ok(value);
     }
+    let hint = (status.as_u16() == 401 && token.is_none()).then(|| {
+        format!(
+            "no token: pass --token or set SIGNALBUS_TOKEN; the admin token of `signalbus serve` was not found at {} \
+             (set SIGNALBUS_DATA_DIR to serve's --data-dir)",
+            admin_token_file().display()
+        )
+    });
+    Err(Failure::Bus { status: status.as_u16(), body: value, hint })
+}
+
+/// Why `base` could not be reached, in one line: the cause (not reqwest's layers of context)
+/// and whether a `signalbus serve` runs on this machine.
+pub fn unreachable(base: &Url, e: &(dyn std::error::Error + 'static)) -> String {
+    let cause = root_cause(e);
+    let url = base.as_str().trim_end_matches('/');
+    if cause.contains("refused") {
+        return format!("cannot reach {url}: connection refused; {}", local_serve());
+    }
+    if cause.contains("timed out") || cause.contains("deadline") {
+        return format!("cannot reach {url}: timed out; {}", local_serve());
+    }
+    // rustls reading a plain-HTTP answer as a TLS record.
+    if cause.contains("invalidcontenttype") || cause.contains("corrupt message") {
+        return format!("cannot reach {url}: it does not answer TLS ({cause}); for a plain listener use http://");
+    }
+    format!("cannot reach {url}: {cause}")
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string().to_lowercase()
+}
+
+/// Whether a `signalbus serve` (or `gateway`) process runs here, and where it listens.
+fn local_serve() -> String {
+    match find_local_serve() {
+        Some((pid, listen)) => format!(
+            "`signalbus serve` is running here (pid {pid}) and listens on {listen}: point --url or SIGNALBUS_URL at it"
+        ),
+        None => "no `signalbus serve` is running on this machine: start one with `signalbus serve`, or point --url \
+                 or SIGNALBUS_URL at a running bus"
+            .to_string(),
+    }
+}
+
+/// Scans `/proc` for a server process of this binary (Linux; elsewhere nothing is found).
+fn find_local_serve() -> Option<(u32, String)> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<String> =
+            raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let is_bus = args.first().is_some_and(|a| a.rsplit('/').next() == Some("signalbus"));
+        if !is_bus || !args.iter().skip(1).any(|a| a == "serve" || a == "gateway") {
+            continue;
+        }
+        let listen = args
+            .iter()
+            .position(|a| a == "--listen")
+            .and_then(|i| args.get(i + 1).cloned())
+            .or_else(|| args.iter().find_map(|a| a.strip_prefix("--listen=").map(str::to_string)))
+            .or_else(|| env_of(&entry.path(), "SIGNALBUS_LISTEN"))
+            .unwrap_or_else(|| "127.0.0.1:7400 (the default)".to_string());
+        return Some((pid, listen));
+    }
+    None
+}
+
+/// One variable of a process's environment (readable for the user's own processes).
+fn env_of(proc_dir: &std::path::Path, name: &str) -> Option<String> {
+    let raw = std::fs::read(proc_dir.join("environ")).ok()?;
+    raw.split(|b| *b == 0).find_map(|kv| {
+        let kv = String::from_utf8_lossy(kv);
+        kv.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')).map(str::to_string)
+    })
 }
 
 /// Percent-encodes one path segment (plugin names carry `/`).

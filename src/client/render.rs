@@ -60,14 +60,14 @@ fn key_values(value: &Value) {
     }
 }
 
-/// Prints a failure's message to stderr, in JSON with `--json`.
+/// Prints a failure's message (and its hint) to stderr, in JSON with `--json`.
 pub fn failure(json: bool, f: &super::http::Failure) {
     use super::http::Failure;
     match f {
-        Failure::Bus { status, body } if json => {
-            eprintln!("{}", serde_json::json!({"status": status, "body": body}));
+        Failure::Bus { status, body, hint } if json => {
+            eprintln!("{}", serde_json::json!({"status": status, "body": body, "hint": hint}));
         }
-        Failure::Bus { status, body } => {
+        Failure::Bus { status, body, hint } => {
             let code = body.pointer("/error/code").and_then(Value::as_str).unwrap_or("error");
             let msg = body.pointer("/error/message").and_then(Value::as_str).map(str::to_string);
             let outcome = body.get("outcome").and_then(Value::as_str);
@@ -76,7 +76,10 @@ pub fn failure(json: bool, f: &super::http::Failure) {
                 (None, Some(m)) => eprintln!("error: {code}: {m} (http {status})"),
                 (None, None) => eprintln!("error: http {status}: {body}"),
             }
+            if let Some(h) = hint {
+                eprintln!("hint: {h}");
+            }
         }
-        Failure::Unreachable(m) | Failure::Usage(m) => eprintln!("error: {m}"),
+        Failure::Failed(m) | Failure::Unreachable(m) | Failure::Usage(m) => eprintln!("error: {m}"),
     }
 }

@@ -7,11 +7,11 @@ use serde_json::{json, Value};
 
 use super::http::{call, segment, Failure};
 use super::render::{failure, print};
-use super::{AdminCmd, AgentCmd, Conn, DoctorArgs, InboxArgs, PluginCmd, SignalCmd};
+use super::{AckArgs, AdminCmd, AgentCmd, Conn, DoctorArgs, InboxArgs, PluginCmd, SignalCmd};
 use crate::cli::Command;
 
 const SIGNAL_COLUMNS: &[&str] =
-    &["id", "from_identity", "to_identity", "signal_type", "priority", "created_at", "expires_at", "delivered_at"];
+    &["id", "status", "from_identity", "to_identity", "signal_type", "priority", "created_at", "expires_at"];
 
 /// Runs a client verb and returns the process exit code.
 pub async fn run(command: Command) -> i32 {
@@ -19,6 +19,8 @@ pub async fn run(command: Command) -> i32 {
         Command::Agent(cmd) => agent(cmd).await,
         Command::Signal(cmd) => signal(cmd).await,
         Command::Inbox(args) => inbox(args).await,
+        Command::Listen(args) => super::listen::run(args).await,
+        Command::Ack(args) => ack(args).await,
         Command::Plugin(cmd) => plugin(cmd).await,
         Command::Admin(AdminCmd::Rebuild { conn }) => {
             let r = call(&conn, Method::POST, "/v1/admin/rebuild", None).await.map(|v| print(conn.json, &v, None, &[]));
@@ -66,12 +68,49 @@ async fn agent(cmd: AgentCmd) -> Outcome {
             let r = call(&conn, Method::POST, &path, None).await.map(|v| print(conn.json, &v, None, &[]));
             (conn, r)
         }
+        AgentCmd::Remove { identity, tenant, conn } => {
+            let path = format!("/v1/agents/{}?tenant={}", segment(&identity), segment(&tenant));
+            let r = call(&conn, Method::DELETE, &path, None).await.map(|v| print(conn.json, &v, None, &[]));
+            (conn, r)
+        }
     }
+}
+
+/// The status a signal row is in, for the STATUS column (the row itself has only timestamps).
+fn status_of(row: &Value) -> &'static str {
+    let set = |k: &str| row.get(k).is_some_and(|v| !v.is_null());
+    if set("recalled_at") {
+        "recalled"
+    } else if set("expired_at") {
+        "expired"
+    } else if set("acked_at") {
+        "acked"
+    } else if set("delivered_at") {
+        "delivered"
+    } else {
+        "pending"
+    }
+}
+
+/// What to say when a send bounced: which class did it, and how to queue instead.
+fn bounce_hint(to: &str, signal_type: &str, class: Option<&str>) -> String {
+    let why = match class {
+        Some(c) => format!("it was sent with --delivery-class {c}"),
+        None => {
+            let defaults = bus::catalog::TypeTable::default().get(signal_type);
+            format!("{signal_type} is a {} type (see `signalbus signal types`)", defaults.delivery_class.as_str())
+        }
+    };
+    format!(
+        "{why}: a sync signal is pushed to a connected recipient or bounced, never queued; \
+         resend with --delivery-class async to queue it until {to} connects"
+    )
 }
 
 async fn signal(cmd: SignalCmd) -> Outcome {
     match cmd {
         SignalCmd::Send { to, signal_type, payload, delivery_class, ttl_seconds, correlation_id, dedupe_key, conn } => {
+            let class = delivery_class.clone();
             let payload: Value = match serde_json::from_str(&payload) {
                 Ok(p) => p,
                 Err(e) => return (conn, Err(Failure::Usage(format!("--payload is not JSON: {e}")))),
@@ -89,7 +128,22 @@ async fn signal(cmd: SignalCmd) -> Outcome {
                 }
             }
             let r = call(&conn, Method::POST, "/v1/signals", Some(body)).await.map(|v| print(conn.json, &v, None, &[]));
+            let r = r.map_err(|f| match f.code() {
+                Some("recipient_unavailable") => f.with_hint(bounce_hint(&to, &signal_type, class.as_deref())),
+                _ => f,
+            });
             (conn, r)
+        }
+        SignalCmd::Types { conn } => {
+            let v = types_table();
+            let rows = v.get("types").and_then(Value::as_array).cloned().unwrap_or_default();
+            print(
+                conn.json,
+                &v,
+                Some(&rows),
+                &["type", "delivery_class", "ttl", "ttl_seconds", "category", "priority"],
+            );
+            (conn, Ok(()))
         }
         SignalCmd::Recall { signal_id, conn } => {
             let path = format!("/v1/signals/{}/recall", segment(&signal_id));
@@ -114,7 +168,10 @@ async fn signal(cmd: SignalCmd) -> Outcome {
             }
             let path = if q.is_empty() { "/v1/signals".to_string() } else { format!("/v1/signals?{}", q.join("&")) };
             let r = call(&conn, Method::GET, &path, None).await.map(|v| {
-                let rows = v.get("signals").and_then(Value::as_array).cloned().unwrap_or_default();
+                let mut rows = v.get("signals").and_then(Value::as_array).cloned().unwrap_or_default();
+                for row in &mut rows {
+                    row["status"] = json!(status_of(row));
+                }
                 print(conn.json, &v, Some(&rows), SIGNAL_COLUMNS)
             });
             (conn, r)
@@ -132,8 +189,47 @@ async fn inbox(args: InboxArgs) -> Outcome {
     (conn, r)
 }
 
+/// The built-in per-type defaults, one row per type and `*` for any other type.
+fn types_table() -> Value {
+    let table = bus::catalog::TypeTable::default();
+    let row = |name: &str, d: bus::catalog::TypeDefaults| {
+        json!({
+            "type": name,
+            "delivery_class": d.delivery_class.as_str(),
+            "ttl": humantime::format_duration(std::time::Duration::from_secs(d.ttl_seconds)).to_string(),
+            "ttl_seconds": d.ttl_seconds,
+            "category": d.category.as_str(),
+            "priority": d.priority(),
+        })
+    };
+    // Sorted by priority, then name: the order a drain hands them out in.
+    let mut rows: Vec<(i16, String, Value)> =
+        table.types.iter().map(|(name, d)| (d.priority(), name.clone(), row(name, *d))).collect();
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let mut types: Vec<Value> = rows.into_iter().map(|r| r.2).collect();
+    types.push(row("*", table.fallback));
+    json!({ "types": types })
+}
+
+async fn ack(args: AckArgs) -> Outcome {
+    let conn = args.conn;
+    let body = json!({ "signal_ids": args.signal_ids });
+    let r = call(&conn, Method::POST, "/v1/inbox/ack", Some(body)).await.map(|v| print(conn.json, &v, None, &[]));
+    (conn, r)
+}
+
 async fn plugin(cmd: PluginCmd) -> Outcome {
     match cmd {
+        PluginCmd::Fact { plugin, fact_type, state, conn } => {
+            let state: Value = match serde_json::from_str(&state) {
+                Ok(s) => s,
+                Err(e) => return (conn, Err(Failure::Usage(format!("--state is not JSON: {e}")))),
+            };
+            let path = format!("/v1/plugins/{}/facts", segment(&plugin));
+            let body = json!({ "fact_type": fact_type, "state": state });
+            let r = call(&conn, Method::POST, &path, Some(body)).await.map(|v| print(conn.json, &v, None, &[]));
+            (conn, r)
+        }
         PluginCmd::State { plugin, conn } => {
             let path = format!("/v1/plugins/{}/state", segment(&plugin));
             let r = call(&conn, Method::GET, &path, None).await.map(|v| print(conn.json, &v, None, &[]));
@@ -161,13 +257,20 @@ async fn doctor(args: DoctorArgs) -> Outcome {
             let ok = v.get("ok").and_then(Value::as_bool).unwrap_or(false);
             let rows = v.get("checks").and_then(Value::as_array).cloned().unwrap_or_default();
             print(conn.json, &v, Some(&rows), &["check", "ok", "detail", "fix"]);
+            let failed: Vec<&str> = rows
+                .iter()
+                .filter(|c| c.get("ok").and_then(Value::as_bool) == Some(false))
+                .filter_map(|c| c.get("check").and_then(Value::as_str))
+                .collect();
             if ok {
                 Ok(())
             } else {
-                Err(Failure::Bus {
-                    status: 200,
-                    body: json!({"error": {"code": "doctor", "message": "some checks failed"}}),
-                })
+                Err(Failure::Failed(format!(
+                    "{} of {} checks failed: {} (each row's FIX says what to do)",
+                    failed.len(),
+                    rows.len(),
+                    failed.join(", ")
+                )))
             }
         }
         Err(e) => Err(e),

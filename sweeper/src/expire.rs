@@ -10,8 +10,8 @@
 //! (it is always the subject's first). So when the subject's *last* event is `signal.sent`, that
 //! one event is the whole state: we decide on it and append conditional on it still being the
 //! last — one O(1) read instead of reading the subject to its end (on JetStream: one direct get
-//! instead of two). Anything else, or a lost compare-and-set, falls back to
-//! `SignalStore::execute`, which re-reads and re-decides.
+//! instead of two). Anything else, or a lost compare-and-set, falls back to reading the
+//! subject and deciding again — both inside `SignalStore::execute_hinted`.
 //!
 //! Faster still (`expire_pending`): when the caller already knows the subject's last sequence
 //! — the scan from the read model's `last_event_seq`, the timers from the `signal.sent` they
@@ -24,10 +24,9 @@
 use std::time::Duration;
 
 use bus::catalog::TypeTable;
-use bus::event::{Entity, Event, EventBody, SignalExpired};
-use bus::log::Expect;
-use bus::signal::{decide, SignalCommand, SignalState};
-use bus::store::SignalStore;
+use bus::event::{Entity, EventBody};
+use bus::signal::{Hint, SignalCommand};
+use bus::store::{Hinted, Known, SignalStore};
 use bus::DomainError;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -74,7 +73,7 @@ impl From<&projector::queries::Overdue> for Pending {
 }
 
 /// Expires `tenant`/`id`, believed pending as `known` says: one conditional append when the
-/// hint is current (see the module docs), `expire_one` when it is not.
+/// hint is current (see the module docs), reads when it is not.
 pub async fn expire_pending(
     store: &SignalStore,
     types: &TypeTable,
@@ -83,66 +82,64 @@ pub async fn expire_pending(
     known: &Pending,
 ) -> Result<Outcome> {
     let now = Utc::now();
-    // `decide`'s own rule for a pending signal (`now >= expires_at`), checked before appending
-    // so a timer that fired a hair early is retried rather than expiring ahead of time.
+    // `decide`'s own rule for a pending signal (`now >= expires_at`), checked before anything
+    // else so a timer that fired a hair early is retried rather than read for nothing.
     if now < known.expires_at {
         return Ok(Outcome::NotYetDue);
     }
-    // Sequence 0 would mean "the subject is empty": never a hint about a sent signal.
-    if known.last_seq == 0 {
-        return expire_one(store, types, tenant, id).await;
-    }
-    let body = EventBody::SignalExpired(SignalExpired { signal_id: id, expires_at: known.expires_at });
-    let mut event = Event::new(tenant, Some(ACTOR.to_string()), now, body);
-    event.correlation_id = known.correlation_id.clone();
-    match store.append(&event, Expect::LastSubjectSeq(known.last_seq)).await {
-        Ok(appended) => Ok(expired(types, appended.seq, known.signal_type.clone(), known.expires_at)),
-        // Something happened to the signal since the hint (or the hint is from elsewhere): read
-        // the subject and decide on what is really there.
-        Err(bus::Error::Conflict { .. }) => expire_one(store, types, tenant, id).await,
-        Err(e) => Err(e.into()),
-    }
+    let hint = Known {
+        hint: Hint::Pending { expires_at: known.expires_at },
+        last_seq: known.last_seq,
+        correlation_id: known.correlation_id.clone(),
+    };
+    let fallback = (&known.signal_type, known.expires_at);
+    expire(store, types, tenant, id, now, Some(hint), Some(fallback)).await
 }
 
 /// Expires `tenant`/`id` if it is pending and due now.
 pub async fn expire_one(store: &SignalStore, types: &TypeTable, tenant: &str, id: Uuid) -> Result<Outcome> {
     let now = Utc::now();
-    if let Some((seq, signal_type, expires_at)) = fast_path(store, tenant, id, now).await? {
-        return Ok(expired(types, seq, signal_type, expires_at));
-    }
-    match store.execute(tenant, id, &SignalCommand::Expire, ACTOR, now).await {
-        Ok(executed) => {
-            let (Some(&seq), Some(sent)) = (executed.appended.last(), executed.state.sent.as_deref()) else {
-                return Ok(Outcome::AlreadyTerminal);
-            };
-            Ok(expired(types, seq, sent.signal_type.clone(), sent.expires_at))
+    // The fast path (see the module docs): the subject's newest event, if it is the send, is
+    // the whole state.
+    let subject = store.log().subjects().of(tenant, Entity::Signal(id));
+    let last = store.log().last_on_subject(&subject).await?;
+    let known = last.as_ref().and_then(|l| match &l.event.body {
+        EventBody::SignalSent(sent) => {
+            Some(Known { hint: Hint::Sent(sent), last_seq: l.seq, correlation_id: sent.correlation_id.clone() })
         }
+        _ => None,
+    });
+    let fallback = last.as_ref().and_then(|l| match &l.event.body {
+        EventBody::SignalSent(sent) => Some((&sent.signal_type, sent.expires_at)),
+        _ => None,
+    });
+    expire(store, types, tenant, id, now, known, fallback).await
+}
+
+/// The one expiry path: `execute_hinted`, its answer classified. `known_type` names the signal
+/// when the hint sufficed (no state was read).
+async fn expire(
+    store: &SignalStore,
+    types: &TypeTable,
+    tenant: &str,
+    id: Uuid,
+    now: DateTime<Utc>,
+    known: Option<Known<'_>>,
+    known_type: Option<(&String, DateTime<Utc>)>,
+) -> Result<Outcome> {
+    match store.execute_hinted(tenant, id, |_| SignalCommand::Expire, ACTOR, now, known).await {
+        Ok(Hinted { appended: Some((seq, _)), state }) => {
+            let from_state = state.as_ref().and_then(|s| s.sent.as_deref()).map(|s| (&s.signal_type, s.expires_at));
+            match from_state.or(known_type) {
+                Some((signal_type, expires_at)) => Ok(expired(types, seq, signal_type.clone(), expires_at)),
+                None => Ok(Outcome::AlreadyTerminal),
+            }
+        }
+        Ok(Hinted { appended: None, .. }) => Ok(Outcome::AlreadyTerminal),
         // The one refusal that means "pending, ask again later" (`bus::signal::decide`).
         Err(bus::Error::Domain(DomainError::Refused("not yet due"))) => Ok(Outcome::NotYetDue),
         Err(bus::Error::Domain(DomainError::Refused(_))) => Ok(Outcome::AlreadyTerminal),
         Err(bus::Error::Domain(DomainError::NotFound)) => Ok(Outcome::NotFound),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The fast path (see the module docs). `None`: not applicable or lost, use the full path.
-async fn fast_path(
-    store: &SignalStore,
-    tenant: &str,
-    id: Uuid,
-    now: DateTime<Utc>,
-) -> Result<Option<(u64, String, DateTime<Utc>)>> {
-    let subject = store.log().subjects().of(tenant, Entity::Signal(id));
-    let Some(last) = store.log().last_on_subject(&subject).await? else { return Ok(None) };
-    let EventBody::SignalSent(sent) = &last.event.body else { return Ok(None) };
-    let state = SignalState::from_events([&last.event.body]);
-    let Ok(bodies) = decide(&state, &SignalCommand::Expire, now) else { return Ok(None) };
-    let Ok([body]) = <[EventBody; 1]>::try_from(bodies) else { return Ok(None) };
-    let mut event = Event::new(tenant, Some(ACTOR.to_string()), now, body);
-    event.correlation_id = sent.correlation_id.clone();
-    match store.append(&event, Expect::LastSubjectSeq(last.seq)).await {
-        Ok(appended) => Ok(Some((appended.seq, sent.signal_type.clone(), sent.expires_at))),
-        Err(bus::Error::Conflict { .. }) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

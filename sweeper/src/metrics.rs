@@ -36,3 +36,26 @@ pub fn record_run(finished_unix_seconds: f64) {
 pub fn set_leader(leading: bool) {
     metrics::gauge!(SWEEPER_LEADER).set(if leading { 1.0 } else { 0.0 });
 }
+
+/// Gives this crate's series their `# HELP` text and registers them at 0 — expiries per type
+/// of the table (and `other`), runs, the lease gauge — so a standby sweeper's scrape shows them
+/// too and the leader's first expiry is a visible increase. The last-run timestamp is left
+/// unset until a run finishes: 0 would claim a run in 1970. Call once, after the recorder is
+/// installed.
+pub fn init(types: &TypeTable) {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        SIGNALS_EXPIRED_TOTAL,
+        "Signals expired: by the sweeper past their TTL, by a gateway when their recipient is removed."
+    );
+    describe_counter!(SWEEPER_RUNS_TOTAL, "Completed sweeper backstop runs (overdue scan and retention).");
+    describe_gauge!(SWEEPER_LAST_RUN_TIMESTAMP_SECONDS, Unit::Seconds, "Unix time the last sweeper run finished.");
+    describe_histogram!(SWEEPER_EXPIRY_LAG_SECONDS, Unit::Seconds, "How long after expires_at an expiry was appended.");
+    describe_gauge!(SWEEPER_LEADER, "1 while this process holds the sweeper lease, else 0.");
+    for t in types.types.keys().map(String::as_str).chain(["other"]) {
+        metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => t.to_string()).increment(0);
+    }
+    metrics::counter!(SWEEPER_RUNS_TOTAL).increment(0);
+    let _ = metrics::histogram!(SWEEPER_EXPIRY_LAG_SECONDS);
+    set_leader(false);
+}

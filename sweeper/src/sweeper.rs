@@ -131,6 +131,11 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                     next_seq = seq + 1;
                     timers.observe(seq, &event, Utc::now());
                 }
+                // No timer can come of it, and the tail has moved past it.
+                Some(Err(bus::Error::Undecodable { seq, subject, reason })) => {
+                    tracing::warn!(seq, subject, reason, "undecodable event on the stream; skipped");
+                    next_seq = next_seq.max(seq + 1);
+                }
                 Some(Err(e)) => break Err(e.into()),
                 None => {
                     tracing::warn!(from_seq = next_seq, "stream tail ended; following again");

@@ -1,14 +1,33 @@
-//! Test support: real servers for tests — private `nats-server` processes and throwaway
-//! PostgreSQL databases — so no test mocks the stream or the database.
+//! Test support: real servers for tests — private `nats-server` processes (either supported
+//! release, alone or as a cluster) and throwaway PostgreSQL databases — and real third-party
+//! clients (the MCP Python SDK), so no test mocks the stream, the database or a client.
 //!
 //! Deliberately not used by production code.
 //!
 //! # Layout
 //! - `pg`: `TestDb`, a fresh database per test, dropped afterwards.
-//! - `nats`: `NatsServer`, a private JetStream server per test group, stoppable and restartable.
+//! - `version`: `NatsVersion`, Debian's 2.9.10 or the current release `scripts/test` installs.
+//! - `nats`: `NatsServer`, a private JetStream server per test group: pause (SIGSTOP), resume,
+//!   stop, kill -9 and restart.
+//! - `cluster`: `NatsCluster`, three nodes on loopback forming one JetStream cluster, with the
+//!   stream leader and replica health as the JetStream API reports them.
+//! - `signal`: the same faults for any process (a bus role under test).
+//! - `mcp`: the official MCP Python SDK in a venv, and the runner of its scenario scripts.
 
+pub mod cluster;
+pub mod mcp;
 pub mod nats;
 pub mod pg;
+pub mod version;
 
+pub use cluster::{NatsCluster, StreamHealth};
 pub use nats::NatsServer;
 pub use pg::TestDb;
+pub use version::NatsVersion;
+
+/// Sends signal `name` (`TERM`, `INT`, `STOP`, `CONT`, `KILL`) to process `pid`: the faults a
+/// test injects into servers and bus processes alike.
+pub fn signal(pid: u32, name: &str) {
+    let status = std::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status();
+    assert!(status.is_ok_and(|s| s.success()), "kill -{name} {pid} failed");
+}

@@ -1,10 +1,11 @@
 //! `NatsServer`: a private `nats-server` process with JetStream for one test, on a port chosen up
 //! front and a store directory of its own, so it can be stopped and restarted in place (clients
-//! reconnect to the same URL, and the stream's data survives).
+//! reconnect to the same URL, and the stream's data survives). Either release the bus supports
+//! (`NatsVersion`), alone or as one node of a `NatsCluster`.
 //!
 //! Deliberately fails loudly: a missing binary, a server that exits at start, or one that never
 //! accepts connections is a panic with the server's log, never a skipped test. It does not
-//! configure clustering, auth or TLS.
+//! configure auth or TLS; clustering is `cluster.rs`'s, which hands a node its flags.
 
 use std::fs::{File, OpenOptions};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -12,8 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The binary Debian's `nats-server` package installs; `NATS_SERVER_BIN` overrides it.
-const DEFAULT_BIN: &str = "/usr/sbin/nats-server";
+use crate::version::NatsVersion;
 
 /// How long a start may take before the test is failed: JetStream recovers its streams before
 /// the client port opens, so a big store can take a moment.
@@ -25,36 +25,32 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// A running (or deliberately stopped) private nats-server.
 #[derive(Debug)]
 pub struct NatsServer {
+    version: NatsVersion,
     bin: PathBuf,
     port: u16,
     dir: tempfile::TempDir,
+    /// Flags beyond address, port and store (a cluster node's name and routes); the same on
+    /// every restart.
+    extra: Vec<String>,
     child: Option<Child>,
-}
-
-fn binary() -> PathBuf {
-    let bin = PathBuf::from(std::env::var("NATS_SERVER_BIN").unwrap_or_else(|_| DEFAULT_BIN.to_string()));
-    if !bin.is_file() {
-        panic!(
-            "nats-server binary not found at {} (install the `nats-server` package or set NATS_SERVER_BIN)",
-            bin.display()
-        );
-    }
-    bin
 }
 
 /// A port nobody listens on right now. The listener is dropped before the server binds it, so
 /// another process could race us for it; `start` retries with a fresh port when that happens.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr of ephemeral listener").port()
 }
 
 impl NatsServer {
-    /// Starts a fresh server with an empty JetStream store. Panics if it cannot.
+    /// Starts a fresh Debian 2.9.10 server with an empty JetStream store. Panics if it cannot.
     pub async fn start() -> NatsServer {
-        let bin = binary();
-        let dir = tempfile::Builder::new().prefix("signalbus-nats-").tempdir().expect("create nats store dir");
-        let mut server = NatsServer { bin, port: 0, dir, child: None };
+        Self::start_version(NatsVersion::Debian).await
+    }
+
+    /// Starts a fresh server of `version` with an empty JetStream store. Panics if it cannot.
+    pub async fn start_version(version: NatsVersion) -> NatsServer {
+        let mut server = Self::unstarted(version, 0, Vec::new());
         // A port taken between choosing and binding it shows up as an early exit; try another.
         let mut last_error = String::new();
         for _ in 0..5 {
@@ -65,6 +61,18 @@ impl NatsServer {
             }
         }
         panic!("nats-server did not start: {last_error}");
+    }
+
+    /// A handle on a server not started yet, on `port` with `extra` flags (a cluster node).
+    pub(crate) fn unstarted(version: NatsVersion, port: u16, extra: Vec<String>) -> NatsServer {
+        let bin = version.binary();
+        let dir = tempfile::Builder::new().prefix("signalbus-nats-").tempdir().expect("create nats store dir");
+        NatsServer { version, bin, port, dir, extra, child: None }
+    }
+
+    /// Which release this server is.
+    pub fn version(&self) -> NatsVersion {
+        self.version
     }
 
     /// `nats://127.0.0.1:<port>`; stays the same across `restart`.
@@ -110,6 +118,21 @@ impl NatsServer {
         wait_port_closed(self.port).await;
     }
 
+    /// Pauses the server (SIGSTOP): connections stay open, nothing is answered — what a stuck
+    /// host, a long GC or a saturated disk look like to a client.
+    pub fn pause(&mut self) {
+        if let Some(child) = self.child.as_ref() {
+            crate::signal(child.id(), "STOP");
+        }
+    }
+
+    /// Resumes a paused server (SIGCONT); it answers everything it received meanwhile.
+    pub fn resume(&mut self) {
+        if let Some(child) = self.child.as_ref() {
+            crate::signal(child.id(), "CONT");
+        }
+    }
+
     /// Kills the server with SIGKILL (a crash: no flush, no goodbye) and waits until it is gone.
     pub async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -137,16 +160,28 @@ impl NatsServer {
     }
 
     async fn spawn_and_wait(&mut self) -> Result<(), String> {
+        self.spawn()?;
+        self.wait_accepting().await
+    }
+
+    /// Starts the process without waiting for it: the nodes of a cluster start together.
+    pub(crate) fn spawn(&mut self) -> Result<(), String> {
         let log = open_log(&self.log_path());
         let child = Command::new(&self.bin)
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
             .arg(self.store_dir())
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()));
         self.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until the client port accepts connections; an early exit is an error with the log.
+    pub(crate) async fn wait_accepting(&mut self) -> Result<(), String> {
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
@@ -198,7 +233,18 @@ impl Drop for NatsServer {
 #[cfg(test)]
 mod tests {
     use super::NatsServer;
+    use crate::NatsVersion;
     use std::net::TcpStream;
+
+    #[tokio::test]
+    async fn either_release_starts_and_says_which_it_is() {
+        for version in [NatsVersion::Debian, NatsVersion::Current] {
+            let server = NatsServer::start_version(version).await;
+            let client = async_nats::connect(server.url()).await.unwrap();
+            assert_eq!(client.server_info().version, version.version(), "{version:?}");
+            assert_eq!(server.version(), version);
+        }
+    }
 
     #[tokio::test]
     async fn starts_stops_and_restarts_on_the_same_port() {

@@ -17,7 +17,9 @@ pub struct Server {
     child: Child,
     /// `http://127.0.0.1:<port>`
     pub url: String,
-    _dir: tempfile::TempDir,
+    /// Its `--data-dir` (not every test binary reads it).
+    #[allow(dead_code)]
+    pub dir: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -31,20 +33,24 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// `signalbus serve` on a free port; returns once `/readyz` answers 200.
+/// `signalbus serve --admin-token ADMIN` on a free port; returns once `/readyz` answers 200.
 pub fn serve() -> Server {
+    serve_with(Some(ADMIN))
+}
+
+/// `signalbus serve` on a free port, with `admin` as its admin token or, without one, the
+/// token it generates and keeps in its data dir; returns once `/readyz` answers 200.
+pub fn serve_with(admin: Option<&str>) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let child = Command::new(BIN)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--admin-token", ADMIN, "--data-dir"])
-        .arg(dir.path())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut command = Command::new(BIN);
+    command.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"]).arg(dir.path());
+    if let Some(token) = admin {
+        command.args(["--admin-token", token]);
+    }
+    let child = command.env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let url = format!("http://127.0.0.1:{port}");
-    let server = Server { child, url, _dir: dir };
+    let server = Server { child, url, dir };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let ready = Command::new("curl").args(["-sf", &format!("{}/readyz", server.url)]).output();

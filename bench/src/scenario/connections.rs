@@ -28,7 +28,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
             }
             Target::external(url, args.admin_token.as_deref().unwrap_or_default(), None)
         }
-        None => Target::start(args.embedded).await?,
+        None => Target::start(args.embedded, args.nats).await?,
     };
     let pid = args.bus_pid;
     let http = reqwest::Client::new();

@@ -3,6 +3,7 @@
 //! Deliberately nothing shared here: shared pieces live in `bed`, `client`, `drive`, `raw`.
 
 pub mod connections;
+pub mod memory;
 pub mod rebuild;
 pub mod sweeper;
 pub mod traffic;

@@ -34,7 +34,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
         bail!("rebuild measures JetStream → PostgreSQL on its own backends; no --url or --embedded");
     }
     let n = args.count;
-    let b = Backends::start(false).await?;
+    let b = Backends::start(false, args.nats).await?;
     let db_url = b.database_url.clone().context("distributed backends have a database")?;
 
     let t = Instant::now();

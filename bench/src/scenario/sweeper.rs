@@ -32,7 +32,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
         bail!("sweeper starts its own backends; --url is not supported");
     }
     let n = args.count;
-    let b = Backends::start(args.embedded).await?;
+    let b = Backends::start(args.embedded, args.nats).await?;
     b.spawn_projector();
     let store = SignalStore::new(b.log.clone());
     let at = Utc::now() - chrono::Duration::minutes(OVERDUE_BY_MINUTES + 1);
@@ -116,7 +116,12 @@ async fn send_overdue(store: &SignalStore, i: usize, at: DateTime<Utc>) -> anyho
         correlation_id: None,
         dedupe_key: None,
     };
-    let offline = RecipientView { registered: true, state: RecipientState::NotAvailableOffline, has_live_ws: false };
+    let offline = RecipientView {
+        registered: true,
+        state: RecipientState::NotAvailableOffline,
+        has_live_ws: false,
+        freshest_session: None,
+    };
     let decision =
         decide_send(&TypeTable::default(), TENANT, "bench-sender", req, offline, at, DEFAULT_MAX_PAYLOAD_BYTES)
             .map_err(|e| anyhow::anyhow!("decide_send: {e}"))?;

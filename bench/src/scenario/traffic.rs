@@ -25,7 +25,7 @@ struct ModeRun {
 async fn target(args: &Args, embedded: bool) -> anyhow::Result<Target> {
     Ok(match &args.url {
         Some(url) => Target::external(url, args.admin_token.as_deref().unwrap_or_default(), args.nats_url.clone()),
-        None => Target::start(embedded).await?,
+        None => Target::start(embedded, args.nats).await?,
     })
 }
 
@@ -72,7 +72,7 @@ async fn one_mode(args: &Args, cfg: &DriveConfig, embedded: bool, with_raw: bool
         let (msgs1, bytes1) = raw::stream_totals(url, BUS_STREAM).await?;
         let size = ((bytes1 - bytes0) / (msgs1 - msgs0).max(1)) as usize;
         let raw_for = cfg.duration.min(Duration::from_secs(10));
-        let base = raw::publish_rate(url, size, raw_for, args.raw_window).await?;
+        let base = raw::publish_rate(url, size, raw_for, args.raw_window, target.replicas).await?;
         let raw_per_s = round(base.per_sec(), 1);
         let ratio = round(events_per_s / raw_per_s, 3);
         json["raw"] = json!({

@@ -8,27 +8,28 @@
 //!   subject is empty), checked by the stream leader under its lock;
 //! - idempotent retries: `Nats-Msg-Id` = event id, within the stream's duplicate window
 //!   (`DUPLICATE_WINDOW`); a retry later than that is stored again;
-//! - reads: direct gets for one subject, ephemeral pull consumers for batches and tails. The tail
+//! - reads: direct gets for one subject (the leader's message API on a replicated stream, so a
+//!   writer sees its own writes: `subject_reads`), ephemeral pull consumers for batches and
+//!   tails (a short page on a replicated stream is checked against the leader). The tail
 //!   tracks the next stream sequence itself and recreates its consumer from there after any error,
 //!   timeout, delivery gap or reconnect, so it never skips or reorders, also across a restart.
 //!
-//! An `Unavailable` append (timeout, lost connection) may still have been stored: retry it with
-//! the same event (same id) inside the duplicate window and it is not stored twice.
+//! An append's outcome is never guessed: `append.rs` resolves an unanswered publish before it
+//! returns, and an `Unavailable` append is one that can never count (see there).
 //!
-//! Server versions: Debian's nats-server 2.9.10 (what this is tested against) has no
-//! per-message TTL, no atomic batch publish and no `Nats-Expected-Last-Subject-Sequence-Subject`,
-//! so none are used. A clustered JetStream with replicas > 1 needs nats-server >= 2.10.19 for a
-//! correct per-subject compare-and-set (older leaders could accept two racing writers), and
-//! direct gets there may answer from a lagging replica (a stale read only costs a retried CAS).
+//! Server versions: tested on Debian's nats-server 2.9.10 and on the current release (2.15.x,
+//! alone and as a 3-node cluster). 2.9.10 has no per-message TTL, no atomic batch publish and
+//! no `Nats-Expected-Last-Subject-Sequence-Subject`, so none are used. A clustered JetStream with
+//! replicas > 1 needs nats-server >= 2.10.19 for a correct per-subject compare-and-set (older
+//! leaders could accept two racing writers).
 //!
-//! Deliberately does not decide anything about events (the store does) nor retry appends.
+//! Deliberately does not decide anything about events (the store does).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
-use async_nats::jetstream::context::{Publish, PublishErrorKind};
-use async_nats::jetstream::stream::{self, DirectGetErrorKind, StorageType};
+use async_nats::jetstream::stream::{self, StorageType};
 use async_nats::jetstream::{self, Context};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -41,13 +42,20 @@ use crate::error::{Error, Result};
 use crate::event::{Event, Subjects};
 use crate::log::{Appended, EventLog, Expect, Stored};
 
+mod append;
 mod fanout;
+mod stream_check;
+mod subject_reads;
 mod tail;
+
+use subject_reads::ReadPath;
 
 /// How long JetStream remembers an event id to drop a retried append.
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 /// Messages asked for per pull request; bounded so one request never overflows a subscription.
 const FETCH_BATCH: usize = 4096;
+/// Retries of a read whose fresh consumer failed (100 ms, doubling: 3 s in all).
+const READ_RETRIES: u32 = 4;
 /// A read whose fetch hears nothing for this long gives up as unavailable.
 const FETCH_SILENCE: Duration = Duration::from_secs(10);
 /// A tail's long poll: how long one pull request waits for new events.
@@ -67,11 +75,13 @@ pub struct JetStreamConfig {
     pub stream: String,
     /// Events older than this are removed by the server.
     pub max_age: Duration,
+    /// Replicas of the stream on a clustered JetStream (1: a single server).
+    pub replicas: usize,
 }
 
 impl Default for JetStreamConfig {
     fn default() -> Self {
-        Self { stream: "SIGNALBUS".to_string(), max_age: Duration::from_secs(30 * 24 * 3600) }
+        Self { stream: "SIGNALBUS".to_string(), max_age: Duration::from_secs(30 * 24 * 3600), replicas: 1 }
     }
 }
 
@@ -81,9 +91,16 @@ pub struct JetStreamLog {
     js: Context,
     stream: stream::Stream,
     subjects: Subjects,
+    /// Who answers subject reads and vouches for a short page: the leader on a replicated
+    /// stream, where a follower may lag (see `subject_reads`).
+    reads: ReadPath,
     /// The consumer the last `read` left positioned at the next sequence, so a reader paging
     /// through the stream (the projector) pays for one consumer, not one per page.
     cursor: Mutex<Option<Cursor>>,
+    /// Gateways heard on the node subject (see `log::nodes`); listened to from the first
+    /// announcement on.
+    nodes: std::sync::Arc<crate::log::nodes::NodeBook>,
+    node_listener: std::sync::Once,
     /// The upstream every `tail` of this log shares, started by the first one.
     fanout: std::sync::Mutex<Option<fanout::Fanout>>,
 }
@@ -123,12 +140,29 @@ fn duplicate_window(max_age: Duration) -> Duration {
     }
 }
 
+/// `nats://a:4222,nats://b:4222` as the servers async-nats connects to (any of them, and
+/// whichever the cluster tells it about).
+fn server_addrs(url: &str) -> Result<Vec<async_nats::ServerAddr>> {
+    let addrs: Vec<async_nats::ServerAddr> = url
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().map_err(|e| Error::Storage(format!("invalid nats url {s:?}: {e}"))))
+        .collect::<Result<_>>()?;
+    if addrs.is_empty() {
+        return Err(Error::Storage("no nats url given".into()));
+    }
+    Ok(addrs)
+}
+
 fn valid_stream_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 impl JetStreamLog {
-    /// Connects, and creates the stream if it does not exist (or updates its `max_age`).
+    /// Connects to `url` (one server, or a comma-separated list of a cluster's servers), and
+    /// creates the stream if it does not exist (or updates its `max_age`). A stream that exists
+    /// with other replicas, subjects, retention or a shorter duplicate window is refused.
     pub async fn connect(url: &str, config: JetStreamConfig) -> Result<JetStreamLog> {
         if !valid_stream_name(&config.stream) {
             return Err(Error::Storage(format!("invalid stream name {:?}", config.stream)));
@@ -138,9 +172,10 @@ impl JetStreamLog {
             .connection_timeout(Duration::from_secs(5))
             // Come back quickly after a server restart instead of the default's 4 s steps.
             .reconnect_delay_callback(|attempts| Duration::from_millis((attempts as u64 * 100).min(1000)))
-            .connect(url)
+            .connect(server_addrs(url)?)
             .await
             .map_err(|e| unavailable("cannot connect to nats", e))?;
+        stream_check::check_server(&client.server_info().version, config.replicas)?;
         let js = jetstream::new(client.clone());
         let prefix = config.stream.to_lowercase();
         let subjects = Subjects::new(prefix);
@@ -151,10 +186,13 @@ impl JetStreamLog {
             max_age: config.max_age,
             duplicate_window: duplicate_window(config.max_age),
             allow_direct: true,
+            num_replicas: config.replicas.max(1),
             ..Default::default()
         };
-        let mut stream = js.get_or_create_stream(wanted).await.map_err(|e| unavailable("cannot open stream", e))?;
+        let mut stream =
+            js.get_or_create_stream(wanted.clone()).await.map_err(|e| unavailable("cannot open stream", e))?;
         let current = stream.info().await.map_err(|e| unavailable("cannot read stream info", e))?.config.clone();
+        stream_check::check_stream(&current, &wanted)?;
         if current.max_age != config.max_age || !current.allow_direct {
             let updated = stream::Config {
                 max_age: config.max_age,
@@ -166,7 +204,17 @@ impl JetStreamLog {
             stream = js.get_stream(&config.stream).await.map_err(|e| unavailable("cannot open stream", e))?;
         }
         debug!(stream = %config.stream, prefix = subjects.prefix(), "jetstream log opened");
-        Ok(JetStreamLog { client, js, stream, subjects, cursor: Mutex::new(None), fanout: Default::default() })
+        Ok(JetStreamLog {
+            client,
+            js,
+            stream,
+            subjects,
+            reads: ReadPath::for_replicas(config.replicas),
+            cursor: Mutex::new(None),
+            nodes: std::sync::Arc::new(crate::log::nodes::NodeBook::new(false)),
+            node_listener: std::sync::Once::new(),
+            fanout: Default::default(),
+        })
     }
 
     /// Flushes and drops the connection.
@@ -185,8 +233,11 @@ impl JetStreamLog {
         consumer_from(&self.js, self.stream_name(), from_seq).await
     }
 
-    /// Up to `max` events from an existing consumer; fewer only when the stream has no more.
-    async fn fetch(consumer: &PullConsumer, max: usize, out: &mut Vec<Stored>) -> Result<()> {
+    /// Up to `max` events from an existing consumer; fewer only when the stream has no more, or
+    /// when an undecodable event comes next. `Ok(false)` when it stopped short of one: the
+    /// consumer is past it then, so it no longer stands after `out`. An undecodable first event
+    /// is the error.
+    async fn fetch(consumer: &PullConsumer, max: usize, out: &mut Vec<Stored>) -> Result<bool> {
         while out.len() < max {
             let want = (max - out.len()).min(FETCH_BATCH);
             // No `expires`: on nats-server 2.9 a no-wait fetch with one waits the whole expiry
@@ -205,14 +256,48 @@ impl JetStreamLog {
                     Ok(None) => break,
                     Err(_) => return Err(Error::Unavailable("the stream stopped answering a read".into())),
                 };
-                out.push(stored_from_consumer(msg)?);
+                match stored_from_consumer(msg) {
+                    Ok(stored) => out.push(stored),
+                    Err(e @ Error::Undecodable { .. }) if out.is_empty() => return Err(e),
+                    Err(Error::Undecodable { .. }) => return Ok(false),
+                    Err(e) => return Err(e),
+                }
                 got += 1;
             }
             if got < want {
                 break;
             }
         }
-        Ok(())
+        Ok(true)
+    }
+}
+
+impl JetStreamLog {
+    /// A short page is "the stream has no more" only if the leader agrees: an ephemeral
+    /// consumer of a replicated stream may sit on a follower that has not yet applied what the
+    /// leader acknowledged. Keeps fetching until the page reaches the leader's last sequence
+    /// (or `max`); a follower that stays behind for `FETCH_SILENCE` is an outage.
+    async fn fetch_to_leader(
+        &self,
+        consumer: &PullConsumer,
+        from: u64,
+        max: usize,
+        out: &mut Vec<Stored>,
+    ) -> Result<bool> {
+        let deadline = Instant::now() + FETCH_SILENCE;
+        let last = self.last_seq().await?;
+        let end = last.min(from + max as u64 - 1);
+        while out.last().map_or(from - 1, |s| s.seq) < end {
+            if Instant::now() > deadline {
+                return Err(Error::Unavailable("a stream replica stayed behind its leader".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            if !Self::fetch(consumer, max, out).await? {
+                // Stopped short of an undecodable event: the page ends there, as on one server.
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 
@@ -228,13 +313,29 @@ async fn consumer_from(js: &Context, stream: &str, from_seq: u64) -> Result<Pull
     js.create_consumer_on_stream(config, stream).await.map_err(|e| unavailable("cannot create a consumer", e))
 }
 
-fn stored(seq: u64, subject: &str, payload: &[u8]) -> Result<Stored> {
-    Ok(Stored { seq, subject: subject.to_string(), event: codec::decode(payload)? })
+/// An event as readers must see it: decoded (or reported undecodable), and voided if the stream
+/// stored it after its writer's `accept_by` (`stored_at` is the stream's own timestamp).
+fn stored(seq: u64, subject: &str, payload: &[u8], stored_at: time::OffsetDateTime) -> Result<Stored> {
+    let event = match codec::decode(payload) {
+        Ok(event) => event,
+        Err(e) => return Err(Error::Undecodable { seq, subject: subject.to_string(), reason: codec::reason(e) }),
+    };
+    let event = match chrono::DateTime::from_timestamp(stored_at.unix_timestamp(), stored_at.nanosecond()) {
+        Some(at) => event.as_stored_at(at),
+        None => event,
+    };
+    Ok(Stored { seq, subject: subject.to_string(), event })
 }
 
 fn stored_from_consumer(msg: jetstream::Message) -> Result<Stored> {
-    let seq = msg.info().map_err(|e| Error::Decode(format!("consumer message metadata: {e}")))?.stream_sequence;
-    stored(seq, msg.subject.as_str(), &msg.payload)
+    let info = msg.info().map_err(|e| Error::Decode(format!("consumer message metadata: {e}")))?;
+    let (seq, published) = (info.stream_sequence, info.published);
+    stored(seq, msg.subject.as_str(), &msg.payload, published)
+}
+
+/// Whether a read failed only because nobody answered for the consumer yet (status 503).
+fn no_responders(message: &str) -> bool {
+    message.contains("503") || message.to_lowercase().contains("no responders")
 }
 
 /// The sequence of the newest event on the subject as reported in a wrong-last-sequence error
@@ -263,62 +364,19 @@ impl EventLog for JetStreamLog {
 
     async fn append(&self, event: &Event, expect: Expect) -> Result<Appended> {
         let subject = self.subjects.for_event(event);
-        let mut publish = Publish::build().payload(codec::encode(event)?.into()).message_id(event.event_id.to_string());
-        if let Expect::LastSubjectSeq(n) = expect {
-            publish = publish.expected_last_subject_sequence(n);
+        let result = append::append(self, subject.clone(), event, expect).await;
+        if let Err(Error::Conflict { expected, found, .. }) = &result {
+            debug!(subject = %subject, expected, ?found, "append lost a compare-and-set");
         }
-        let result = match self.js.send_publish(subject.clone(), publish).await {
-            Ok(ack) => ack.await,
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok(ack) => Ok(Appended { seq: ack.sequence, duplicate: ack.duplicate }),
-            Err(e) => {
-                let expected = match expect {
-                    Expect::LastSubjectSeq(n) => n,
-                    Expect::Any => 0,
-                };
-                let api = api_error(&e);
-                if e.kind() == PublishErrorKind::WrongLastSequence
-                    || api.and_then(error_code).is_some_and(|c| WRONG_LAST_SEQUENCE.contains(&c))
-                {
-                    let found = api.and_then(|a| found_seq(&a.to_string()));
-                    debug!(subject = %subject, expected, ?found, "append lost a compare-and-set");
-                    return Err(Error::Conflict { subject, expected, found });
-                }
-                match api {
-                    // The server refused the event itself (too big, stream sealed, ...).
-                    Some(a) => Err(Error::Storage(format!("stream refused the event: {a}"))),
-                    None => Err(unavailable("cannot append to the stream", e)),
-                }
-            }
-        }
+        result
     }
 
     async fn read_subject(&self, subject: &str) -> Result<Vec<Stored>> {
-        // A signal has a handful of events: walk them with "next message on subject from seq".
-        let mut out = Vec::new();
-        let mut from = 1;
-        loop {
-            match self.stream.direct_get_next_for_subject(subject, Some(from)).await {
-                Ok(msg) => {
-                    let msg = jetstream::message::StreamMessage::try_from(msg.message)
-                        .map_err(|e| Error::Decode(format!("direct get headers: {e}")))?;
-                    from = msg.sequence + 1;
-                    out.push(stored(msg.sequence, msg.subject.as_str(), &msg.payload)?);
-                }
-                Err(e) if e.kind() == DirectGetErrorKind::NotFound => return Ok(out),
-                Err(e) => return Err(unavailable("cannot read subject", e)),
-            }
-        }
+        subject_reads::read_subject(&self.stream, self.reads, subject).await
     }
 
     async fn last_on_subject(&self, subject: &str) -> Result<Option<Stored>> {
-        match self.stream.direct_get_last_for_subject(subject).await {
-            Ok(msg) => Ok(Some(stored(msg.sequence, msg.subject.as_str(), &msg.payload)?)),
-            Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(None),
-            Err(e) => Err(unavailable("cannot read subject", e)),
-        }
+        subject_reads::last_on_subject(&self.stream, self.reads, subject).await
     }
 
     async fn read(&self, from_seq: u64, max: usize) -> Result<Vec<Stored>> {
@@ -331,6 +389,9 @@ impl EventLog for JetStreamLog {
         // Reuse the cursor if it stands where this read starts; a failed fetch may have left it
         // anywhere, so it is then replaced, once.
         let mut fresh = false;
+        // A new consumer on a replicated stream may answer "no responders" (503) until its own
+        // leader is elected: a few short retries, not an outage.
+        let mut retries = 0u32;
         loop {
             let connects = self.client.statistics().connects.load(Ordering::Relaxed);
             let consumer = match cursor.take() {
@@ -340,15 +401,31 @@ impl EventLog for JetStreamLog {
                     self.consumer_from(from_seq).await?
                 }
             };
-            match Self::fetch(&consumer, max, &mut out).await {
-                Ok(()) => {
+            let fetched = match Self::fetch(&consumer, max, &mut out).await {
+                Ok(true) if out.len() < max && self.reads == ReadPath::Leader => {
+                    self.fetch_to_leader(&consumer, from_seq, max, &mut out).await
+                }
+                other => other,
+            };
+            match fetched {
+                Ok(in_step) => {
                     let next = out.last().map_or(from_seq, |s| s.seq + 1);
-                    *cursor = Some(Cursor { next, consumer, connects, used: Instant::now() });
+                    if in_step {
+                        *cursor = Some(Cursor { next, consumer, connects, used: Instant::now() });
+                    }
                     return Ok(out);
                 }
+                // Another consumer would only find it again.
+                Err(e @ Error::Undecodable { .. }) => return Err(e),
                 Err(e) if !fresh => {
                     debug!(error = %e, from_seq, "read cursor failed, recreating it");
                     out.clear();
+                }
+                Err(Error::Unavailable(ref m)) if retries < READ_RETRIES && no_responders(m) => {
+                    retries += 1;
+                    debug!(error = %m, from_seq, retries, "read failed on a new consumer; retrying");
+                    out.clear();
+                    tokio::time::sleep(Duration::from_millis(100 << retries)).await;
                 }
                 Err(e) => return Err(e),
             }
@@ -379,6 +456,31 @@ impl EventLog for JetStreamLog {
     async fn last_seq(&self) -> Result<u64> {
         let info = self.stream.get_info().await.map_err(|e| unavailable("cannot read stream info", e))?;
         Ok(info.state.last_sequence)
+    }
+
+    async fn announce_node(&self, node: &str) -> Result<()> {
+        let subject = format!("_signalbus_nodes.{}", self.stream_name());
+        self.node_listener.call_once(|| {
+            let (client, book, subject) = (self.client.clone(), self.nodes.clone(), subject.clone());
+            tokio::spawn(async move {
+                // async-nats resubscribes after a reconnect; the book notices the gap in our own beats.
+                let Ok(mut sub) = client.subscribe(subject).await else { return };
+                while let Some(msg) = sub.next().await {
+                    if let Ok(node) = std::str::from_utf8(&msg.payload) {
+                        book.heard(node);
+                    }
+                }
+            });
+        });
+        self.nodes.set_me(node);
+        self.client
+            .publish(subject, node.to_string().into())
+            .await
+            .map_err(|e| unavailable("cannot announce the node", e))
+    }
+
+    fn node_is_dead(&self, node: &str) -> bool {
+        self.nodes.is_dead(node)
     }
 
     async fn ping(&self) -> Result<()> {

@@ -8,7 +8,11 @@
 //! - an event whose `event_id` was already stored (a retried append) is not stored again: the
 //!   append answers with the original sequence and `duplicate: true`;
 //! - `tail(from)` yields every event with sequence ≥ `from`, in order, without gaps, including
-//!   ones appended after the call.
+//!   ones appended after the call;
+//! - an event that cannot be decoded (corrupt, or written by another program) never stops a
+//!   reader: `tail` yields it as `Error::Undecodable { seq, .. }` once and goes on after it;
+//!   `read` stops short before it, and a `read` starting at it fails with that error, so the
+//!   reader can record it and read on from `seq + 1`.
 //!
 //! Deliberately does not decide anything about signals (`store.rs` and `signal.rs` do).
 
@@ -22,6 +26,7 @@ use crate::event::{Event, Subjects};
 
 pub mod embedded;
 pub mod jetstream;
+pub mod nodes;
 
 /// A compare-and-set condition on the event's subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +77,12 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
 
     /// Whether the backing store answers.
     async fn ping(&self) -> Result<()>;
+
+    /// Announces that gateway `node` is alive (see `nodes.rs`); nothing is stored.
+    async fn announce_node(&self, node: &str) -> Result<()>;
+
+    /// Whether gateway `node` is known to be dead (unheard past `nodes::NODE_SILENCE`).
+    fn node_is_dead(&self, node: &str) -> bool;
 }
 
 pub type SharedLog = Arc<dyn EventLog>;

@@ -1,10 +1,12 @@
-//! Backends for the event-log conformance suite: each opens a real store (a private nats-server,
-//! or a SQLite file in a temp dir), can close and reopen it, and hands out the log.
+//! Backends for the event-log conformance suite: each opens a real store (a private nats-server
+//! of either supported release, a 3-node JetStream cluster with a replicated stream, or a SQLite
+//! file in a temp dir), can close and reopen it, and hands out the log.
 //!
 //! Deliberately holds no test cases (`log_conformance.rs` does) and mocks nothing.
 
 #![allow(dead_code)]
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +17,7 @@ use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
 use bus::log::{Appended, Expect, SharedLog, Stored};
 use chrono::Utc;
 use futures::StreamExt;
-use testkit::NatsServer;
+use testkit::{NatsCluster, NatsServer, NatsVersion};
 use uuid::Uuid;
 
 pub const TENANT: &str = "default";
@@ -30,20 +32,43 @@ pub trait Backend: Send + Sized + 'static {
     fn log(&self) -> SharedLog;
     /// Closes the store entirely and opens it again from what was persisted.
     async fn reopen(&mut self);
+    /// Stores `body` under `subject` as the next event, bypassing the log and its codec (another
+    /// program writing the stream); returns its sequence.
+    async fn append_raw(&self, subject: &str, body: &[u8]) -> u64;
 }
 
+/// A nats-server release the JetStream backend runs on.
+pub trait Release: Send + Sync + 'static {
+    const VERSION: NatsVersion;
+}
+
+/// Debian's nats-server 2.9.10.
 #[derive(Debug)]
-pub struct JetStream {
+pub struct Debian;
+impl Release for Debian {
+    const VERSION: NatsVersion = NatsVersion::Debian;
+}
+
+/// The current release `scripts/test` installs (2.15.x).
+#[derive(Debug)]
+pub struct Current;
+impl Release for Current {
+    const VERSION: NatsVersion = NatsVersion::Current;
+}
+
+/// One private nats-server of release `R`.
+#[derive(Debug)]
+pub struct JetStream<R: Release> {
     pub server: NatsServer,
     pub stream: String,
     pub log: Arc<JetStreamLog>,
+    release: PhantomData<R>,
 }
 
-impl JetStream {
-    pub async fn connect(url: &str, stream: &str) -> Arc<JetStreamLog> {
-        let config = JetStreamConfig { stream: stream.to_string(), ..Default::default() };
-        Arc::new(JetStreamLog::connect(url, config).await.expect("connect jetstream log"))
-    }
+/// Connects the log to stream `stream` with `replicas` replicas on the server(s) at `url`.
+pub async fn connect(url: &str, stream: &str, replicas: usize) -> Arc<JetStreamLog> {
+    let config = JetStreamConfig { stream: stream.to_string(), replicas, ..Default::default() };
+    Arc::new(JetStreamLog::connect(url, config).await.expect("connect jetstream log"))
 }
 
 /// A stream name no other test uses (tests may share a server in the future; names keep them apart).
@@ -52,12 +77,12 @@ pub fn unique_stream() -> String {
 }
 
 #[async_trait(?Send)]
-impl Backend for JetStream {
+impl<R: Release> Backend for JetStream<R> {
     async fn open() -> Self {
-        let server = NatsServer::start().await;
+        let server = NatsServer::start_version(R::VERSION).await;
         let stream = unique_stream();
-        let log = Self::connect(&server.url(), &stream).await;
-        JetStream { server, stream, log }
+        let log = connect(&server.url(), &stream, 1).await;
+        JetStream { server, stream, log, release: PhantomData }
     }
 
     fn log(&self) -> SharedLog {
@@ -67,7 +92,58 @@ impl Backend for JetStream {
     async fn reopen(&mut self) {
         self.server.stop().await;
         self.server.restart().await;
-        self.log = Self::connect(&self.server.url(), &self.stream).await;
+        self.log = connect(&self.server.url(), &self.stream, 1).await;
+    }
+
+    async fn append_raw(&self, subject: &str, body: &[u8]) -> u64 {
+        let client = async_nats::connect(self.server.url()).await.expect("connect nats");
+        let js = async_nats::jetstream::new(client);
+        let ack = js.publish(subject.to_string(), body.to_vec().into()).await.expect("publish").await.expect("ack");
+        ack.sequence
+    }
+}
+
+/// Three nodes of the current release and a stream with 3 replicas: the deployment that needs
+/// a server whose per-subject compare-and-set holds on a replicated stream.
+#[derive(Debug)]
+pub struct Replicated {
+    pub cluster: NatsCluster,
+    pub stream: String,
+    pub log: Arc<JetStreamLog>,
+}
+
+#[async_trait(?Send)]
+impl Backend for Replicated {
+    async fn open() -> Self {
+        let cluster = NatsCluster::start(NatsVersion::Current, 3).await;
+        let stream = unique_stream();
+        let log = connect(&cluster.urls(), &stream, 3).await;
+        Replicated { cluster, stream, log }
+    }
+
+    fn log(&self) -> SharedLog {
+        self.log.clone()
+    }
+
+    /// Every node stops and starts again; the stream comes back from their stores.
+    async fn reopen(&mut self) {
+        for i in 0..self.cluster.len() {
+            self.cluster.node(i).stop().await;
+        }
+        for i in 0..self.cluster.len() {
+            self.cluster.node(i).restart().await;
+        }
+        self.cluster.wait_stream_current(&self.stream, Duration::from_secs(30)).await;
+        self.log = connect(&self.cluster.urls(), &self.stream, 3).await;
+    }
+
+    async fn append_raw(&self, subject: &str, body: &[u8]) -> u64 {
+        let addrs: Vec<async_nats::ServerAddr> =
+            self.cluster.urls().split(',').map(|u| u.parse().expect("a server url")).collect();
+        let client = async_nats::connect(addrs).await.expect("connect nats");
+        let js = async_nats::jetstream::new(client);
+        let ack = js.publish(subject.to_string(), body.to_vec().into()).await.expect("publish").await.expect("ack");
+        ack.sequence
     }
 }
 
@@ -92,6 +168,25 @@ impl Backend for Embedded {
     async fn reopen(&mut self) {
         self.log.close().await;
         self.log = Arc::new(EmbeddedLog::open(self.dir.path()).await.expect("reopen embedded log"));
+    }
+
+    async fn append_raw(&self, subject: &str, body: &[u8]) -> u64 {
+        use sqlx::Connection;
+        // A second writer on the same file is safe: the log's writer reads the newest sequence
+        // under the write lock for every batch.
+        let file = self.dir.path().join(bus::log::embedded::FILE_NAME);
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display())).await.expect("open");
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO events (seq, subject, event_id, body, stored_at) \
+             SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3, 0 FROM events RETURNING seq",
+        )
+        .bind(subject)
+        .bind(Uuid::new_v4())
+        .bind(body)
+        .fetch_one(&mut conn)
+        .await
+        .expect("insert a raw event");
+        seq as u64
     }
 }
 
@@ -128,6 +223,15 @@ pub async fn next_of(tail: &mut futures::stream::BoxStream<'static, bus::Result<
     match tokio::time::timeout(TAIL_WAIT, tail.next()).await {
         Ok(Some(Ok(s))) => s,
         Ok(Some(Err(e))) => panic!("tail yielded an error: {e}"),
+        Ok(None) => panic!("tail ended"),
+        Err(_) => panic!("tail yielded nothing for {TAIL_WAIT:?}"),
+    }
+}
+
+/// The next item of a tail, event or error.
+pub async fn next_item(tail: &mut futures::stream::BoxStream<'static, bus::Result<Stored>>) -> bus::Result<Stored> {
+    match tokio::time::timeout(TAIL_WAIT, tail.next()).await {
+        Ok(Some(item)) => item,
         Ok(None) => panic!("tail ended"),
         Err(_) => panic!("tail yielded nothing for {TAIL_WAIT:?}"),
     }

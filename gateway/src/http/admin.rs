@@ -22,7 +22,7 @@ fn ops(gw: &Gateway) -> Result<Arc<dyn AdminOps>, ApiError> {
 }
 
 /// Rebuilds every read model from the stream and swaps the result in.
-#[utoipa::path(post, path = "/v1/admin/rebuild", tag = "admin",
+#[utoipa::path(post, path = "/v1/admin/rebuild", tag = "admin", operation_id = "rebuild_read_models",
     responses((status = 200, description = "the read models were rebuilt", body = RebuildSummary)))]
 pub async fn rebuild(State(gw): State<Gateway>, _admin: AdminAuth) -> Result<Json<RebuildSummary>, ApiError> {
     match ops(&gw)?.rebuild().await {
@@ -35,7 +35,7 @@ pub async fn rebuild(State(gw): State<Gateway>, _admin: AdminAuth) -> Result<Jso
 }
 
 /// Checks the stream, the database, projector lag and the read-model invariants.
-#[utoipa::path(get, path = "/v1/admin/doctor", tag = "admin",
+#[utoipa::path(get, path = "/v1/admin/doctor", tag = "admin", operation_id = "run_doctor",
     responses((status = 200, description = "the report; `ok` is false when a check failed", body = DoctorSummary)))]
 pub async fn doctor(State(gw): State<Gateway>, _admin: AdminAuth) -> Result<Json<DoctorSummary>, ApiError> {
     match ops(&gw)?.doctor().await {

@@ -10,26 +10,25 @@ use std::collections::HashMap;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
-use axum::Json;
+use axum::{Extension, Json};
 use bus::event::DeliveredVia;
 use serde::Serialize;
-use serde_json::Value;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::auth::AgentAuth;
 use crate::error::ApiError;
-use crate::http::{json_object, limit_param, only_fields};
+use crate::http::{json_object, limit_param};
 use crate::openapi::schemas::{AckRequest, PushedSignal};
+use crate::piggyback::OwnSignals;
 use crate::state::Gateway;
-use crate::ws::frames::MAX_ACK_IDS;
+use crate::wire::{self, PushSignal};
 use crate::{commands, piggyback};
 
 /// Pending signals, drain order.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct InboxBody {
     #[schema(value_type = Vec<PushedSignal>)]
-    pub signals: Vec<Value>,
+    pub signals: Vec<PushSignal>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -40,7 +39,7 @@ pub struct AckedBody {
 }
 
 /// The caller's pending signals; with `drain=true` they are delivered by this answer.
-#[utoipa::path(get, path = "/v1/inbox", tag = "signals",
+#[utoipa::path(get, path = "/v1/inbox", tag = "signals", operation_id = "get_inbox",
     params(("drain" = Option<bool>, Query, description = "deliver them (delivered_via inbox)"),
            ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "at most this many (default 100)")),
     responses((status = 200, description = "pending signals, drain order", body = InboxBody)))]
@@ -48,7 +47,7 @@ pub async fn inbox(
     State(gw): State<Gateway>,
     AgentAuth(agent): AgentAuth,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<InboxBody>, ApiError> {
+) -> Result<(Extension<OwnSignals>, Json<InboxBody>), ApiError> {
     let drain = match q.get("drain").map(String::as_str) {
         None | Some("false") => false,
         Some("true") => true,
@@ -60,34 +59,18 @@ pub async fn inbox(
     } else {
         piggyback::pending(&gw, &agent, limit).await?
     };
-    Ok(Json(InboxBody { signals }))
+    Ok((Extension(OwnSignals), Json(InboxBody { signals })))
 }
 
 /// Acks signals delivered to the caller (piggyback sessions have no socket to ack over).
-#[utoipa::path(post, path = "/v1/inbox/ack", tag = "signals", request_body = AckRequest,
+#[utoipa::path(post, path = "/v1/inbox/ack", tag = "signals", operation_id = "ack_signals", request_body = AckRequest,
     responses((status = 200, description = "the acks are recorded", body = AckedBody)))]
 pub async fn ack(
     State(gw): State<Gateway>,
     AgentAuth(agent): AgentAuth,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<AckedBody>, ApiError> {
-    let map = json_object(body)?;
-    only_fields(&map, &["signal_ids"])?;
-    let Some(Value::Array(ids)) = map.get("signal_ids") else {
-        return Err(ApiError::invalid("signal_ids is required and must be an array"));
-    };
-    if ids.is_empty() || ids.len() > MAX_ACK_IDS {
-        return Err(ApiError::invalid(format!("signal_ids must hold 1 to {MAX_ACK_IDS} ids")));
-    }
-    let ids = ids
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v.as_str()
-                .and_then(|s| Uuid::parse_str(s).ok())
-                .ok_or_else(|| ApiError::invalid(format!("signal_ids[{i}] is not a uuid")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let ids = wire::parse_ack_ids(&json_object(body)?)?;
     commands::ack(&gw, &agent.tenant, &agent.identity, None, &ids).await;
     Ok(Json(AckedBody { acked: ids.len() }))
 }

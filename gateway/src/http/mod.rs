@@ -15,7 +15,10 @@ pub(crate) mod signals;
 use std::collections::HashMap;
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{FromRequestParts, Path};
+use axum::http::request::Parts;
+use axum::http::Method;
 use axum::routing::{delete, get, post};
 use axum::Router;
 use serde_json::{Map, Value};
@@ -27,6 +30,7 @@ use crate::state::Gateway;
 pub fn api_routes() -> Router<Gateway> {
     Router::new()
         .route("/v1/agents", post(agents::register).get(agents::list))
+        .route("/v1/agents/{identity}", delete(agents::remove))
         .route("/v1/agents/{identity}/token", post(agents::rotate))
         .route("/v1/signals", post(signals::send).get(signals::list))
         .route("/v1/signals/{id}", get(signals::show))
@@ -47,6 +51,36 @@ pub fn ops_routes() -> Router<Gateway> {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/openapi.json", get(crate::openapi::serve))
+}
+
+/// The answer to a method a path does not take (the router adds `Allow`). Installed as the
+/// method-not-allowed fallback after every route, so it also runs outside the piggyback
+/// middleware: a refused method never heartbeats or drains a session.
+pub async fn method_not_allowed(method: Method) -> ApiError {
+    ApiError::MethodNotAllowed(format!("method {method} is not allowed here; the Allow header lists those that are"))
+}
+
+/// The one path parameter of a route, as text. Unlike axum's `Path`, whose rejections are
+/// `text/plain`, a parameter that is not UTF-8 once percent-decoded (`/v1/signals/%FF`)
+/// answers `invalid_request` with the JSON error body.
+#[derive(Debug)]
+pub struct PathParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(PathParam(value)),
+            Err(PathRejection::FailedToDeserializePathParams(e)) => match e.into_kind() {
+                axum::extract::path::ErrorKind::InvalidUtf8InPathParam { key } => {
+                    Err(ApiError::invalid(format!("path parameter {key} is not valid utf-8 once percent-decoded")))
+                }
+                _ => Err(ApiError::invalid("the path parameter could not be read")),
+            },
+            Err(_) => Err(ApiError::invalid("the path parameter could not be read")),
+        }
+    }
 }
 
 /// A `limit` query parameter: 1 to 1000, `default` when absent.

@@ -6,7 +6,7 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use bus::event::{SessionKind, Surface};
 use serde::Serialize;
@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::auth::AgentAuth;
 use crate::error::ApiError;
-use crate::http::{json_object, only_fields, opt_str};
+use crate::http::{json_object, only_fields, opt_str, PathParam};
 use crate::hub::CloseReason;
 use crate::openapi::schemas::OpenSession;
 use crate::state::Gateway;
@@ -41,7 +41,7 @@ pub struct SessionClosedBody {
 }
 
 /// Opens a piggyback session for the caller.
-#[utoipa::path(post, path = "/v1/sessions", tag = "sessions", request_body(content = OpenSession, description = "optional; an empty body means interactive"),
+#[utoipa::path(post, path = "/v1/sessions", tag = "sessions", operation_id = "open_session", request_body(content = OpenSession, description = "optional; an empty body means interactive"),
     responses((status = 200, description = "the session is open", body = SessionOpenedBody)))]
 pub async fn open(
     State(gw): State<Gateway>,
@@ -66,13 +66,13 @@ pub async fn open(
 
 /// Closes one of the caller's piggyback sessions. What was delivered to it and never acked
 /// goes out again, `redelivered: true`, on the caller's next session.
-#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions",
+#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions", operation_id = "close_session",
     params(("id" = String, Path, description = "the session id")),
     responses((status = 200, description = "the session is closed", body = SessionClosedBody)))]
 pub async fn close(
     State(gw): State<Gateway>,
     AgentAuth(agent): AgentAuth,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> Result<Json<SessionClosedBody>, ApiError> {
     let not_found = || ApiError::NotFound("no open piggyback session with that id for this agent".into());
     let id = Uuid::parse_str(&id).map_err(|_| not_found())?;

@@ -5,14 +5,13 @@
 //! with the WebSocket.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use bus::signal::RecallOutcome;
 use chrono::{DateTime, Utc};
 use projector::queries::{ListSignals, Role, StatusFilter};
@@ -23,16 +22,14 @@ use uuid::Uuid;
 
 use crate::auth::AgentAuth;
 use crate::error::ApiError;
-use crate::http::{json_object, limit_param};
+use crate::http::{json_object, limit_param, PathParam};
 use crate::openapi::schemas::{RecallBody, SendAccepted, SendRequestBody, SignalRowBody};
+use crate::piggyback::OwnSignals;
 use crate::state::Gateway;
-use crate::{commands, metrics, send, wire};
-
-/// How long a read waits for the read models to reach the stream's position.
-const READ_CONSISTENCY_WAIT: Duration = Duration::from_secs(2);
+use crate::{commands, reads, send, wire};
 
 /// Sends a signal as the authenticated agent (CONTRACT §4).
-#[utoipa::path(post, path = "/v1/signals", tag = "signals", request_body = SendRequestBody,
+#[utoipa::path(post, path = "/v1/signals", tag = "signals", operation_id = "send_signal", request_body = SendRequestBody,
     responses((status = 200, description = "accepted: pushed, buffered or queued", body = SendAccepted)))]
 pub async fn send(
     State(gw): State<Gateway>,
@@ -44,45 +41,29 @@ pub async fn send(
 }
 
 /// Recalls a signal the caller sent (CONTRACT §6).
-#[utoipa::path(post, path = "/v1/signals/{id}/recall", tag = "signals",
+#[utoipa::path(post, path = "/v1/signals/{id}/recall", tag = "signals", operation_id = "recall_signal",
     params(("id" = String, Path, description = "the signal id")),
     responses((status = 200, description = "recalled, already_delivered or already_expired", body = RecallBody),
               (status = 404, description = "not_found: unknown id, someone else's signal or a bounce", body = RecallBody)))]
-pub async fn recall(State(gw): State<Gateway>, AgentAuth(agent): AgentAuth, Path(id): Path<String>) -> Response {
-    let outcome = match Uuid::parse_str(&id) {
-        Ok(id) => match commands::recall(&gw, &agent.tenant, &agent.identity, id).await {
-            Ok(o) => o,
-            Err(e) => return e.into_response(),
-        },
-        Err(_) => {
-            metrics::recall(RecallOutcome::NotFound);
-            RecallOutcome::NotFound
-        }
+pub async fn recall(State(gw): State<Gateway>, AgentAuth(agent): AgentAuth, PathParam(id): PathParam) -> Response {
+    let outcome = match commands::recall_id(&gw, &agent.tenant, &agent.identity, &id).await {
+        Ok(o) => o,
+        Err(e) => return e.into_response(),
     };
     let status = if outcome == RecallOutcome::NotFound { StatusCode::NOT_FOUND } else { StatusCode::OK };
     (status, Json(json!({ "outcome": outcome.as_str() }))).into_response()
 }
 
 /// One signal's row, for its sender or recipient.
-#[utoipa::path(get, path = "/v1/signals/{id}", tag = "signals",
+#[utoipa::path(get, path = "/v1/signals/{id}", tag = "signals", operation_id = "get_signal",
     params(("id" = String, Path, description = "the signal id")),
     responses((status = 200, description = "the row (CONTRACT §10 columns)", body = SignalRowBody)))]
 pub async fn show(
     State(gw): State<Gateway>,
     AgentAuth(agent): AgentAuth,
-    Path(id): Path<String>,
+    PathParam(id): PathParam,
 ) -> Result<Json<Value>, ApiError> {
-    let not_found = || ApiError::NotFound("signal not found".into());
-    let id = Uuid::parse_str(&id).map_err(|_| not_found())?;
-    // Read-your-writes: let the read models reach what the stream holds now, briefly.
-    if let Ok(seq) = gw.log().last_seq().await {
-        let _ = gw.queries().wait_for(seq, READ_CONSISTENCY_WAIT).await;
-    }
-    let row = gw.queries().signal(&agent.tenant, id).await?.ok_or_else(not_found)?;
-    if row.from_identity != agent.identity && row.to_identity != agent.identity {
-        return Err(not_found());
-    }
-    Ok(Json(wire::row_json(&row)))
+    Ok(Json(reads::signal(&gw, &agent, &id).await?))
 }
 
 /// A page of the caller's signals.
@@ -95,7 +76,7 @@ pub struct SignalPage {
 }
 
 /// The caller's signals, newest first.
-#[utoipa::path(get, path = "/v1/signals", tag = "signals",
+#[utoipa::path(get, path = "/v1/signals", tag = "signals", operation_id = "list_signals",
     params(("role" = Option<String>, Query, description = "sent or received (default both)"),
            ("status" = Option<String>, Query, description = "pending, delivered, expired or recalled"),
            ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "page size (default 100)"),
@@ -105,7 +86,7 @@ pub async fn list(
     State(gw): State<Gateway>,
     AgentAuth(agent): AgentAuth,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<SignalPage>, ApiError> {
+) -> Result<(Extension<OwnSignals>, Json<SignalPage>), ApiError> {
     let role = match q.get("role").map(String::as_str) {
         None => None,
         Some("sent") => Some(Role::Sent),
@@ -122,28 +103,37 @@ pub async fn list(
     };
     let limit = limit_param(&q, 100)?;
     let cursor = q.get("cursor").map(|c| decode_cursor(c)).transpose()?;
-    if let Ok(seq) = gw.log().last_seq().await {
-        let _ = gw.queries().wait_for(seq, READ_CONSISTENCY_WAIT).await;
-    }
+    reads::consistent(&gw).await;
     let query = ListSignals { tenant: agent.tenant, identity: agent.identity, role, status, limit, cursor };
     let rows = gw.queries().list_signals(&query).await?;
     let next_cursor = match rows.last() {
         Some(last) if rows.len() as u32 >= limit => Some(encode_cursor(last.created_at, last.id)),
         _ => None,
     };
-    Ok(Json(SignalPage { signals: rows.iter().map(wire::row_json).collect(), next_cursor }))
+    Ok((Extension(OwnSignals), Json(SignalPage { signals: rows.iter().map(wire::row_json).collect(), next_cursor })))
 }
 
-/// The cursor is opaque to clients: hex of `created_at|id` of the last row of a page.
+/// What a cursor looks like (declared in the OpenAPI document): every string of this shape is
+/// a position `decode_cursor` accepts, and nothing else is.
+pub const CURSOR_PATTERN: &str = "^[0-9]{1,16}-[0-9a-f]{32}$";
+
+/// The cursor is opaque to clients: `<created_at in µs since the epoch>-<id, 32 hex digits>` of
+/// the last row of a page.
 fn encode_cursor(at: DateTime<Utc>, id: Uuid) -> String {
-    hex::encode(format!("{}|{id}", wire::ts(at)))
+    format!("{}-{}", at.timestamp_micros(), id.simple())
 }
 
 fn decode_cursor(c: &str) -> Result<(DateTime<Utc>, Uuid), ApiError> {
     let bad = || ApiError::invalid("cursor is not one this bus handed out");
-    let text = hex::decode(c).ok().and_then(|b| String::from_utf8(b).ok()).ok_or_else(bad)?;
-    let (at, id) = text.split_once('|').ok_or_else(bad)?;
-    let at = DateTime::parse_from_rfc3339(at).map_err(|_| bad())?.with_timezone(&Utc);
+    let (micros, id) = c.split_once('-').ok_or_else(bad)?;
+    let digits = |s: &str, max: usize, ok: fn(&u8) -> bool| (1..=max).contains(&s.len()) && s.bytes().all(|b| ok(&b));
+    if !digits(micros, 16, u8::is_ascii_digit)
+        || id.len() != 32
+        || !digits(id, 32, |b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return Err(bad());
+    }
+    let at = micros.parse().ok().and_then(DateTime::from_timestamp_micros).ok_or_else(bad)?;
     Ok((at, Uuid::parse_str(id).map_err(|_| bad())?))
 }
 
@@ -156,7 +146,15 @@ mod tests {
         let at = DateTime::parse_from_rfc3339("2026-05-03T12:00:00.123456Z").unwrap().with_timezone(&Utc);
         let id = Uuid::new_v4();
         assert_eq!(decode_cursor(&encode_cursor(at, id)).unwrap(), (at, id));
-        assert!(decode_cursor("zz").is_err());
-        assert!(decode_cursor(&hex::encode("nope")).is_err());
+        assert!(encode_cursor(at, id).len() <= 16 + 1 + 32);
+        for garbage in ["zz", "", "-", "1-", &format!("-{}", id.simple()), &format!("1-{}", id.simple()).to_uppercase()]
+        {
+            assert!(decode_cursor(garbage).is_err(), "{garbage:?}");
+        }
+        assert!(decode_cursor(&format!("{}-{id}", at.timestamp_micros())).is_err(), "hyphenated ids are not cursors");
+        // Every string of the declared shape is a cursor, the extremes included.
+        for ok in [format!("0-{}", "0".repeat(32)), format!("{}-{}", "9".repeat(16), "f".repeat(32))] {
+            assert!(decode_cursor(&ok).is_ok(), "{ok}");
+        }
     }
 }

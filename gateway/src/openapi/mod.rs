@@ -7,6 +7,7 @@
 //! answers, so adding an endpoint without documenting its errors fails `every_route_is_listed`.
 
 pub mod frames;
+pub mod rules;
 pub mod schemas;
 
 use std::sync::OnceLock;
@@ -27,6 +28,7 @@ use crate::http::{admin, agents, inbox, ops, plugins, sessions, signals};
     paths(
         agents::register,
         agents::rotate,
+        agents::remove,
         agents::list,
         signals::send,
         signals::list,
@@ -63,6 +65,7 @@ const OPERATIONS: &[(&str, &str, Who, &[u16])] = &[
     ("post", "/v1/agents", Who::Admin, &[400, 401, 403, 404, 409, 413, 500, 503]),
     ("get", "/v1/agents", Who::Authed, &[400, 401, 403, 404, 500, 503]),
     ("post", "/v1/agents/{identity}/token", Who::Admin, &[400, 401, 403, 404, 500, 503]),
+    ("delete", "/v1/agents/{identity}", Who::Admin, &[400, 401, 403, 404, 500, 503]),
     ("post", "/v1/signals", Who::Agent, &[400, 401, 403, 404, 409, 413, 429, 500, 503]),
     ("get", "/v1/signals", Who::Agent, &[400, 401, 403, 404, 500, 503]),
     ("get", "/v1/signals/{id}", Who::Agent, &[400, 401, 403, 404, 500, 503]),
@@ -88,7 +91,7 @@ fn reason(status: u16) -> &'static str {
         404 => "not_found / unknown_recipient: no such resource, or the X-Signalbus-Session is not an open piggyback session of the caller",
         409 => "recipient_unavailable (a bounced sync send) / already_registered",
         413 => "payload_too_large",
-        429 => "rate_limited: the sender is over its per-identity send quota; nothing was recorded",
+        429 => "rate_limited: the sender is over its per-identity send quota; nothing was recorded; Retry-After says when to retry",
         500 => "internal",
         503 => "unavailable: the stream could not take the event (nothing was accepted) or the read models lag",
         _ => "error",
@@ -96,14 +99,55 @@ fn reason(status: u16) -> &'static str {
 }
 
 fn error_response(status: u16) -> Value {
-    json!({
+    let mut response = json!({
         "description": reason(status),
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-    })
+    });
+    if status == 429 {
+        response["headers"] = json!({"Retry-After": {"required": true,
+            "description": "whole seconds until the quota has room again (at least 1; the body's `retry_after_ms` is exact)",
+            "schema": {"type": "integer", "minimum": 1}}});
+    }
+    response
 }
 
-/// Fills in errors, auth, the session header, `/v1/ws` and `/metrics`.
+/// Puts `rules` into the generated document: each named parameter's schema, the name patterns
+/// and text rules of the bodies, and the reserved identity.
+fn declare_rules(doc: &mut Value) {
+    for item in doc["paths"].as_object_mut().expect("utoipa writes paths").values_mut() {
+        for op in item.as_object_mut().into_iter().flat_map(|o| o.values_mut()) {
+            for p in op.get_mut("parameters").and_then(Value::as_array_mut).into_iter().flatten() {
+                if let Some(schema) = p["name"].as_str().and_then(rules::param) {
+                    p["schema"] = schema;
+                }
+            }
+        }
+    }
+    let schemas = &mut doc["components"]["schemas"];
+    schemas["NulFreeJson"] = rules::nul_free_json();
+    let text =
+        |max: u64| json!({"type": ["string", "null"], "minLength": 1, "maxLength": max, "pattern": rules::NO_NUL});
+    let send = &mut schemas["SendRequestBody"]["properties"];
+    send["to"] = json!({"type": "string", "pattern": rules::IDENTITY});
+    send["correlation_id"] = text(64);
+    send["correlation_id"]["minLength"] = json!(0);
+    send["dedupe_key"] = text(200);
+    send["payload"] = json!({"$ref": "#/components/schemas/NulFreeJson",
+        "description": "any JSON, at most 64 KiB encoded; default `{}`"});
+    let register = &mut schemas["RegisterRequest"]["properties"];
+    register["identity"] = json!({"type": "string", "pattern": rules::IDENTITY,
+        "not": {"pattern": "^[sS][iI][gG][nN][aA][lL][bB][uU][sS]$"},
+        "description": "`signalbus` (in any case) is reserved for the bus itself"});
+    let fact = &mut schemas["FactRequest"]["properties"];
+    fact["fact_type"]["pattern"] = json!(rules::NO_NUL);
+    fact["state"] = json!({"type": "object", "propertyNames": {"pattern": rules::NO_NUL},
+        "additionalProperties": {"$ref": "#/components/schemas/NulFreeJson"},
+        "description": "a JSON object of at most 1 MiB encoded"});
+}
+
+/// Fills in errors, auth, the session header, the enforced rules, `/v1/ws` and `/metrics`.
 fn complete(mut doc: Value) -> Value {
+    declare_rules(&mut doc);
     let session_header = json!({
         "name": "X-Signalbus-Session", "in": "header", "required": false,
         "description": "a piggyback session of the caller (POST /v1/sessions): the call heartbeats it, and a JSON-object answer without its own `signals` field gets `signals`: the caller's pending signals, drain order, now delivered (delivered_via piggyback)",
@@ -143,9 +187,9 @@ fn complete(mut doc: Value) -> Value {
         }
     }
     doc["components"]["securitySchemes"] = json!({"bearer": {"type": "http", "scheme": "bearer"}});
-    doc["paths"]["/openapi.json"] = json!({"get": {"tags": ["ops"], "summary": "this document",
+    doc["paths"]["/openapi.json"] = json!({"get": {"operationId": "get_openapi_document", "tags": ["ops"], "summary": "this document",
         "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}}});
-    doc["paths"]["/metrics"] = json!({"get": {"tags": ["ops"], "summary": "Prometheus metrics (CONTRACT §11), served by the signalbus binary",
+    doc["paths"]["/metrics"] = json!({"get": {"operationId": "metrics", "tags": ["ops"], "summary": "Prometheus metrics (CONTRACT §11), served by the signalbus binary",
         "responses": {"200": {"description": "text exposition format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}});
     doc["paths"]["/v1/ws"] = ws_path();
     doc
@@ -154,24 +198,31 @@ fn complete(mut doc: Value) -> Value {
 fn ws_path() -> Value {
     let err = |s: u16| error_response(s);
     json!({"get": {
+        "operationId": "open_websocket",
         "tags": ["websocket"],
         "summary": "open a WebSocket session (CONTRACT §7, docs/protocol.md)",
         "description": "An HTTP/1.1 upgrade. Text frames carry JSON: the client sends `ClientFrame`s, the bus sends `ServerFrame`s (the first is always a `WelcomeFrame`). See components.schemas.ClientFrame and ServerFrame.",
         "parameters": [
             {"name": "token", "in": "query", "required": false, "description": "the agent token when no Authorization header can be set", "schema": {"type": "string"}},
-            {"name": "kind", "in": "query", "required": false, "schema": {"type": "string", "enum": ["daemon", "shim", "interactive"]}}
+            {"name": "kind", "in": "query", "required": false, "schema": {"type": "string", "enum": ["daemon", "shim", "interactive"]}},
+            // The upgrade (RFC 6455 §4.1): without it the answer is 400, with the JSON error body.
+            {"name": "Connection", "in": "header", "required": true, "schema": {"type": "string", "enum": ["Upgrade", "upgrade"]}},
+            {"name": "Upgrade", "in": "header", "required": true, "schema": {"type": "string", "enum": ["websocket"]}},
+            {"name": "Sec-WebSocket-Version", "in": "header", "required": true, "schema": {"type": "string", "enum": ["13"]}},
+            {"name": "Sec-WebSocket-Key", "in": "header", "required": true, "description": "16 random bytes, base64", "schema": {"type": "string"}}
         ],
         "security": [{"bearer": []}, {}],
         "responses": {
-            "101": {"description": "switching protocols; then frames",
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ServerFrame"}}}},
+            // No HTTP body: the frames (components.schemas.ServerFrame) follow on the upgraded socket.
+            "101": {"description": "switching protocols; then frames, the first a WelcomeFrame"},
             "400": err(400), "401": err(401), "403": err(403), "503": err(503)
         },
         "x-websocket": {
             "client_frames": {"$ref": "#/components/schemas/ClientFrame"},
             "server_frames": {"$ref": "#/components/schemas/ServerFrame"},
             "close_codes": {"1000": "closed, or silent for twice the stale threshold", "1001": "server shutting down",
-                "1008": "token rotated", "1009": "frame over 1 MiB", "1011": "the session could not be recorded",
+                "1002": "websocket protocol error", "1007": "a text frame that is not utf-8",
+                "1008": "token rotated, or agent removed", "1009": "frame over 1 MiB", "1011": "the session could not be recorded",
                 "1013": "slow consumer"}
         }
     }})
@@ -194,6 +245,22 @@ pub async fn serve() -> impl IntoResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Code generators (openapi-typescript, openapi-generator) name a function per operationId:
+    /// every operation has one, and no two share it.
+    #[test]
+    fn operation_ids_are_present_and_unique() {
+        let mut seen = std::collections::BTreeMap::new();
+        for (path, item) in document()["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{method} {path} has no operationId"));
+                if let Some(other) = seen.insert(id.to_string(), format!("{method} {path}")) {
+                    panic!("operationId {id} names both {other} and {method} {path}");
+                }
+            }
+        }
+        assert!(seen.len() >= OPERATIONS.len(), "{seen:?}");
+    }
 
     #[test]
     fn every_route_is_listed_with_its_errors() {

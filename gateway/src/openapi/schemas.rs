@@ -46,6 +46,24 @@ pub enum PublishPath {
 
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+pub enum DeliveredVia {
+    WsPush,
+    StartupDrain,
+    Piggyback,
+    Inbox,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Category {
+    Blocker,
+    Ask,
+    Task,
+    Info,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum RecallOutcome {
     Recalled,
     AlreadyDelivered,
@@ -77,6 +95,9 @@ pub struct ErrorObject {
     pub message: String,
     pub recipient_state: Option<RecipientState>,
     pub signal_id: Option<Uuid>,
+    /// `rate_limited`: milliseconds until the quota has room again (HTTP also sends `Retry-After`).
+    #[schema(minimum = 1)]
+    pub retry_after_ms: Option<u64>,
 }
 
 /// Every error answer: `{"error": {...}}`.
@@ -134,19 +155,20 @@ pub struct SignalRowBody {
     pub from_identity: String,
     pub to_identity: String,
     pub signal_type: String,
-    pub category: String,
+    pub category: Category,
+    #[schema(minimum = 0, maximum = 3)]
     pub priority: i16,
     pub payload: Value,
-    pub delivery_class: String,
-    pub recipient_state: String,
-    pub publish_path: Option<String>,
+    pub delivery_class: DeliveryClass,
+    pub recipient_state: RecipientState,
+    pub publish_path: Option<PublishPath>,
     pub correlation_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: Option<DateTime<Utc>>,
     pub delivered_at: Option<DateTime<Utc>>,
     pub expired_at: Option<DateTime<Utc>>,
     pub recalled_at: Option<DateTime<Utc>>,
-    pub delivered_via: Option<String>,
+    pub delivered_via: Option<DeliveredVia>,
     pub resolved_to_session: Option<Uuid>,
     pub acked_at: Option<DateTime<Utc>>,
     pub last_event_seq: i64,
@@ -161,7 +183,8 @@ pub struct PushedSignal {
     pub to: String,
     #[serde(rename = "type")]
     pub signal_type: String,
-    pub category: String,
+    pub category: Category,
+    #[schema(minimum = 0, maximum = 3)]
     pub priority: i16,
     pub payload: Value,
     pub delivery_class: DeliveryClass,
@@ -203,6 +226,16 @@ pub struct AgentToken {
     pub token: String,
 }
 
+/// The answer to removing an agent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentRemoved {
+    pub tenant: String,
+    pub identity: String,
+    pub removed_at: DateTime<Utc>,
+    /// Pending signals to the agent that this call expired.
+    pub signals_expired: u64,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AgentEntry {
     pub tenant: String,
@@ -233,6 +266,8 @@ pub struct FactRequest {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FactSeq {
     pub seq: u64,
+    /// Dotted paths of state values replaced by `[REDACTED]` (absent when none were).
+    pub redacted: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -257,6 +292,8 @@ pub struct Fact {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PluginFacts {
     pub facts: Vec<Fact>,
+    /// Pass as `before_seq` for the next (older) page; null when there is none.
+    pub next_before_seq: Option<i64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::hub::SessionHandle;
 use crate::state::Gateway;
 use crate::ws::frames::{self, ClientFrame, Op};
-use crate::{commands, metrics, send};
+use crate::{commands, metrics, send, wire};
 
 /// What a session runs concurrently with reading further frames.
 #[derive(Debug)]
@@ -67,9 +67,9 @@ async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String
             return acked(reference, ids.len());
         }
         Op::Fact { plugin, fact_type, state } => {
-            commands::fact(gw, tenant, commands::FactAuthor::Agent(identity), &plugin, &fact_type, &state)
+            commands::fact(gw, tenant, commands::FactAuthor::Agent(identity), &plugin, &fact_type, state)
                 .await
-                .map(|seq| json!({ "seq": seq }))
+                .map(|recorded| wire::fact_recorded(&recorded))
         }
         Op::Ping => return frames::pong(reference),
     };

@@ -24,15 +24,24 @@ use crate::hub::{CloseReason, Control, SessionHandle};
 use crate::presence::Entry;
 use crate::state::Gateway;
 use crate::ws::dispatch::{self, Work};
-use crate::ws::frames::{self, ClientFrame, Op, Step};
+use crate::ws::frames::{self, ClientFrame, Op, Step, MAX_ACK_IDS};
 use crate::ws::writer;
 use crate::{delivery, metrics};
 
-/// How long a closing session waits for its writer to flush the close frame.
-const WRITER_GRACE: Duration = Duration::from_secs(2);
+/// How long a closing session waits for its writer to end (it gives its close frame 3 s).
+const WRITER_GRACE: Duration = Duration::from_secs(4);
 /// Operations of one session running at once; a client's `send` window beyond this waits in
 /// its socket.
 const MAX_IN_FLIGHT: usize = 32;
+/// Ack ids of one session received and not yet recorded (waiting for the next batch, or being
+/// recorded): a batch being recorded plus one full frame. Beyond this the session stops
+/// reading its socket until a batch is recorded, so acks cost bounded memory however fast a
+/// client sends them.
+const MAX_PENDING_ACKS: usize = 2 * MAX_ACK_IDS;
+
+/// What a unit of a session's work yields: the frame to answer with, and how many ack ids it
+/// recorded (they stop counting against `MAX_PENDING_ACKS`).
+type Done = (Option<String>, usize);
 
 pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKind) {
     let cfg = gw.config().clone();
@@ -56,6 +65,13 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
     };
     gw.presence().open(id, entry);
     gw.hub().insert(handle.clone());
+    // A rotation or a removal applied between authentication and the insert above did not see
+    // this session: both update the registry before they close sessions, so asking it now
+    // closes exactly the sessions they missed.
+    if gw.registry().lookup(&agent.token_hash).is_none() {
+        let removed = !gw.registry().is_registered(&agent.tenant, &agent.identity);
+        handle.close(if removed { CloseReason::AgentRemoved } else { CloseReason::TokenRotated });
+    }
     let opened = EventBody::SessionOpened(SessionOpened {
         session_id: id,
         identity: agent.identity.clone(),
@@ -97,8 +113,12 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
     metrics::session_closed(handle.kind, Surface::Ws, reason.label());
     tracing::info!(session_id = %id, identity = %agent.identity, reason = reason.label(), "session closed");
     let _ = handle.control.send(Control::Close(reason));
+    // The writer ends within its close-send timeout; should it not, the socket and the queue
+    // still go now (an abandoned writer would hold both until the client hung up).
+    let abort = writer.abort_handle();
     if tokio::time::timeout(WRITER_GRACE, writer).await.is_err() {
-        tracing::debug!(session_id = %id, "writer did not finish in time");
+        tracing::warn!(session_id = %id, "writer did not finish in time; aborting it");
+        abort.abort();
     }
 }
 
@@ -112,24 +132,29 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
     let mut last_seen = Instant::now();
     let mut heard_since_heartbeat = false;
     let mut acks: Vec<Uuid> = Vec::new();
+    // Ids in `acks` plus ids in batches being recorded.
+    let mut acks_pending = 0usize;
     // Operations run concurrently, so a client's pipelined sends overlap their round trips to
     // the stream; their results (each carrying its `ref`) go out as they finish. Reading stops
-    // while `MAX_IN_FLIGHT` are running, which pushes back on the client through TCP.
+    // while `MAX_IN_FLIGHT` are running or `MAX_PENDING_ACKS` ack ids wait, which pushes back on
+    // the client through TCP.
     // Boxed: an empty `FuturesUnordered` still allocates a stub task sized like its future,
     // which every idle session would pay for.
-    let mut inflight: FuturesUnordered<BoxFuture<'_, Option<String>>> = FuturesUnordered::new();
+    let mut inflight: FuturesUnordered<BoxFuture<'_, Done>> = FuturesUnordered::new();
 
     let reason = loop {
         tokio::select! {
             _ = handle.closing().cancelled() => break handle.reason().unwrap_or(CloseReason::Shutdown),
-            Some(reply) = inflight.next(), if !inflight.is_empty() => {
+            Some((reply, acked)) = inflight.next(), if !inflight.is_empty() => {
+                acks_pending -= acked;
+                gw.hub().acks_recorded(acked);
                 if let Some(frame) = reply {
                     if !handle.send(frame) {
                         break handle.reason().unwrap_or(CloseReason::SlowConsumer);
                     }
                 }
             }
-            msg = stream.next(), if inflight.len() < MAX_IN_FLIGHT => {
+            msg = stream.next(), if inflight.len() < MAX_IN_FLIGHT && acks_pending < MAX_PENDING_ACKS => {
                 let msg = match msg {
                     None => break CloseReason::ClientClosed,
                     Some(Err(e)) => break classify(&e),
@@ -148,11 +173,17 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
                             Step::Reply(r) => r,
                             Step::Run(ClientFrame { reference, op: Op::Ack(ids) }) => {
                                 let reply = dispatch::acked(reference.as_deref(), ids.len());
+                                acks_pending += ids.len();
+                                gw.hub().acks_received(ids.len());
                                 acks.extend(ids);
+                                // A full frame's worth is recorded at once, not at the next tick.
+                                if acks.len() >= MAX_ACK_IDS {
+                                    inflight.push(record_acks(gw, handle, std::mem::take(&mut acks)));
+                                }
                                 reply
                             }
                             Step::Run(frame) => {
-                                inflight.push(dispatch::run(gw, handle, Work::Op(frame)).boxed());
+                                inflight.push(dispatch::run(gw, handle, Work::Op(frame)).map(|f| (f, 0)).boxed());
                                 continue;
                             }
                         }
@@ -175,11 +206,11 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
                 let _ = handle.control.send(Control::Ping);
                 // At most one heartbeat event per interval, and only if the client was heard.
                 if std::mem::take(&mut heard_since_heartbeat) {
-                    inflight.push(dispatch::run(gw, handle, Work::Heartbeat).boxed());
+                    inflight.push(dispatch::run(gw, handle, Work::Heartbeat).map(|f| (f, 0)).boxed());
                 }
             }
             _ = flush.tick(), if !acks.is_empty() => {
-                inflight.push(dispatch::run(gw, handle, Work::Acks(std::mem::take(&mut acks))).boxed());
+                inflight.push(record_acks(gw, handle, std::mem::take(&mut acks)));
             }
         }
     };
@@ -187,9 +218,10 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
     // still read the answer), and acks received before the close still count: both are
     // recorded before `session.closed`.
     if !acks.is_empty() {
-        inflight.push(dispatch::run(gw, handle, Work::Acks(acks)).boxed());
+        inflight.push(record_acks(gw, handle, acks));
     }
-    while let Some(reply) = inflight.next().await {
+    while let Some((reply, acked)) = inflight.next().await {
+        gw.hub().acks_recorded(acked);
         if let Some(frame) = reply {
             handle.send(frame);
         }
@@ -197,12 +229,52 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
     reason
 }
 
-/// A read error is an oversized frame (close 1009) or a connection that went away.
+/// A batch of acks to record, counting its ids.
+fn record_acks<'a>(gw: &'a Gateway, handle: &'a Arc<SessionHandle>, ids: Vec<Uuid>) -> BoxFuture<'a, Done> {
+    let n = ids.len();
+    dispatch::run(gw, handle, Work::Acks(ids)).map(move |f| (f, n)).boxed()
+}
+
+/// A read error is an oversized frame (close 1009), a text frame that is not UTF-8 (1007), any
+/// other protocol violation (1002), or a connection that went away. axum hides tungstenite's
+/// error type, so its text is what there is to go by.
 fn classify(e: &axum::Error) -> CloseReason {
     let text = format!("{e} {e:?}").to_lowercase();
     if text.contains("space limit") || text.contains("too long") || text.contains("too big") {
         CloseReason::FrameTooLarge
+    } else if text.contains("utf-8") || text.contains("utf8") {
+        CloseReason::InvalidUtf8
+    } else if text.contains("without closing handshake") || text.contains("resetwithoutclosinghandshake") {
+        // tungstenite files a dropped TCP connection under protocol errors; it is a client gone.
+        CloseReason::ClientClosed
+    } else if text.contains("protocol error") || text.contains("protocol(") {
+        CloseReason::ProtocolError
     } else {
         CloseReason::ClientClosed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_tungstenite::tungstenite::error::{CapacityError, Error, ProtocolError};
+
+    use super::*;
+
+    #[test]
+    fn read_errors_map_to_their_close_reasons() {
+        let cases = [
+            (Error::Utf8("invalid utf-8 sequence of 1 bytes from index 0".into()), CloseReason::InvalidUtf8),
+            (Error::Capacity(CapacityError::MessageTooLong { size: 2, max_size: 1 }), CloseReason::FrameTooLarge),
+            (Error::Protocol(ProtocolError::UnmaskedFrameFromClient), CloseReason::ProtocolError),
+            (Error::Protocol(ProtocolError::ResetWithoutClosingHandshake), CloseReason::ClientClosed),
+            (Error::ConnectionClosed, CloseReason::ClientClosed),
+            (Error::Io(std::io::ErrorKind::ConnectionReset.into()), CloseReason::ClientClosed),
+        ];
+        for (e, want) in cases {
+            let shown = e.to_string();
+            assert_eq!(classify(&axum::Error::new(e)), want, "{shown}");
+        }
+        assert_eq!((CloseReason::InvalidUtf8.code(), CloseReason::InvalidUtf8.label()), (1007, "protocol_error"));
+        assert_eq!((CloseReason::ProtocolError.code(), CloseReason::ProtocolError.label()), (1002, "protocol_error"));
     }
 }

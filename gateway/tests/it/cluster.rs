@@ -96,6 +96,43 @@ async fn rotation_on_one_node_closes_sessions_on_the_other() {
 }
 
 #[tokio::test]
+async fn removal_on_one_node_closes_sessions_on_the_other_and_re_registration_wins_once() {
+    let c = Cluster::start().await;
+    let alice = c.a.register("alice").await;
+    let bob = c.a.register("bob").await;
+    c.settle().await;
+    let ws = c.b.connect(&bob).await;
+    ws.close().await;
+    let (_, queued) = c.b.send(&alice, json!({"to": "bob", "type": "TaskAssigned"})).await;
+    assert_eq!(queued["publish_path"], "queued_offline", "{queued}");
+    let mut ws = c.b.connect(&bob).await;
+    let got = ws.next_signal(WAIT).await.expect("drained on connect");
+    assert_eq!(got["id"], queued["signal_id"]);
+    let (_, pending) = c.a.send(&alice, json!({"to": "bob", "type": "StatusUpdate"})).await;
+    assert_eq!(pending["publish_path"], "pushed_to_ws", "{pending}");
+    ws.next_signal(WAIT).await.expect("pushed");
+    // Both signals were delivered, and delivered signals stay as they are.
+    let (s, v) = c.a.call("DELETE", Some(ADMIN), "/v1/agents/bob", None).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["signals_expired"], 0, "{v}");
+    assert_eq!(ws.closed_code(WAIT).await, Some(1008), "node b closes its own session");
+    c.settle().await;
+    let (s, v) = c.b.send(&alice, json!({"to": "bob", "type": "StatusUpdate"})).await;
+    assert_eq!(s, 404, "{v}");
+    let (s, _) = c.b.call("GET", Some(&bob), "/v1/inbox", None).await;
+    assert_eq!(s, 401);
+    // Two nodes register bob again at once: exactly one wins.
+    let body = json!({"identity": "bob"});
+    let (ra, rb) = tokio::join!(
+        c.a.call("POST", Some(ADMIN), "/v1/agents", Some(body.clone())),
+        c.b.call("POST", Some(ADMIN), "/v1/agents", Some(body))
+    );
+    let mut statuses = [ra.0, rb.0];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409], "{ra:?} {rb:?}");
+}
+
+#[tokio::test]
 async fn sending_through_one_node_while_connecting_to_the_other_loses_nothing() {
     let c = Cluster::start().await;
     let alice = c.a.register("alice").await;

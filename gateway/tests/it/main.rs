@@ -4,16 +4,24 @@
 //! Deliberately one test binary (many modules): each binary links the whole stack, and the
 //! shared 2-core build box pays for every link.
 
+mod bounds;
 mod cluster;
 mod connect_race;
+mod connections;
+mod depth;
 mod drain;
+mod edges;
+mod fact_pages;
 mod frames;
 mod identity;
 mod inbox;
+mod mcp;
 mod openapi;
 mod piggyback;
 mod plugins;
+mod poison;
 mod prop;
 mod recall;
+mod removal;
 mod send_table;
 mod support;

@@ -194,6 +194,11 @@ impl Client {
         self.ws.send(Message::text(text.into())).await.unwrap();
     }
 
+    /// Sends any message, raw frames included (e.g. a text frame that is not UTF-8).
+    pub async fn send_raw(&mut self, msg: Message) {
+        self.ws.send(msg).await.unwrap();
+    }
+
     /// Sends `frame` with a fresh `ref` and returns its result frame, keeping pushes aside.
     pub async fn request(&mut self, mut frame: Value) -> Value {
         self.next_ref += 1;

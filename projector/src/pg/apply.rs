@@ -38,9 +38,11 @@ pub(crate) async fn apply_in(
     }
     let merged = insert_sent(conn, b).await?;
     patch_signals(conn, b, &merged).await?;
+    remove_agents(conn, b).await?;
     insert_agents(conn, b).await?;
     sessions(conn, b).await?;
     facts(conn, b).await?;
+    dead_letters(conn, b).await?;
     if !b.touched.is_empty() {
         let tenants: Vec<&str> = b.touched.iter().map(|t| t.0.as_str()).collect();
         let identities: Vec<&str> = b.touched.iter().map(|t| t.1.as_str()).collect();
@@ -60,7 +62,8 @@ fn threshold(now: DateTime<Utc>, stale_after: Duration) -> DateTime<Utc> {
 }
 
 /// Recomputes `recipient_state` for the identities `ids` selects. `$1` is the stale threshold
-/// (a heartbeat newer than it counts as live). Rows are only written when they change, so the
+/// (a heartbeat newer than it counts as live). Only registered identities get a row: the
+/// sessions of a removed agent close after its removal, and must not bring its row back. Rows are only written when they change, so the
 /// once-a-second refresh costs no writes in steady state.
 fn refresh_sql(ids: &str) -> String {
     format!(
@@ -69,7 +72,8 @@ fn refresh_sql(ids: &str) -> String {
              count(s.session_id) FILTER (WHERE s.released_at IS NULL)::int AS live, \
              max(s.last_heartbeat) FILTER (WHERE s.released_at IS NULL) AS live_hb, \
              max(s.last_heartbeat) AS last_hb \
-           FROM ids i LEFT JOIN agent_sessions s ON s.tenant = i.tenant AND s.identity = i.identity \
+           FROM ids i JOIN agents a ON a.tenant = i.tenant AND a.identity = i.identity \
+           LEFT JOIN agent_sessions s ON s.tenant = i.tenant AND s.identity = i.identity \
            GROUP BY i.tenant, i.identity) \
          INSERT INTO recipient_state (tenant, identity, state, live_sessions, last_heartbeat) \
          SELECT tenant, identity, \
@@ -203,6 +207,24 @@ async fn patch_signals(conn: &mut PgConnection, b: &Batch, merged: &HashSet<Uuid
     Ok(())
 }
 
+/// Deletes the `agents` and `recipient_state` rows of the identities the batch removed; their
+/// sessions and signals stay, as history.
+async fn remove_agents(conn: &mut PgConnection, b: &Batch) -> Result<()> {
+    if b.removed_agents.is_empty() {
+        return Ok(());
+    }
+    let tenants: Vec<&str> = b.removed_agents.iter().map(|k| k.0.as_str()).collect();
+    let identities: Vec<&str> = b.removed_agents.iter().map(|k| k.1.as_str()).collect();
+    for table in ["agents", "recipient_state"] {
+        let sql = format!(
+            "DELETE FROM {table} x USING UNNEST($1::text[], $2::text[]) AS u(tenant, identity) \
+             WHERE x.tenant = u.tenant AND x.identity = u.identity"
+        );
+        sqlx::query(&sql).bind(&tenants).bind(&identities).execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
 async fn insert_agents(conn: &mut PgConnection, b: &Batch) -> Result<()> {
     if b.agents.is_empty() {
         return Ok(());
@@ -296,6 +318,28 @@ async fn facts(conn: &mut PgConnection, b: &Batch) -> Result<()> {
     .bind(s.iter().map(|r| r.fact.as_str()).collect::<Vec<_>>())
     .bind(s.iter().map(|r| r.seq).collect::<Vec<_>>())
     .bind(s.iter().map(|r| r.created_at).collect::<Vec<_>>())
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records the batch's dead letters (the checkpoint compare-and-set already moved past them).
+async fn dead_letters(conn: &mut PgConnection, b: &Batch) -> Result<()> {
+    if b.dead_letters.is_empty() {
+        return Ok(());
+    }
+    let d = &b.dead_letters;
+    sqlx::query(
+        "INSERT INTO projection_dead_letters (projection, seq, subject, event_type, reason, recorded_at) \
+         SELECT $1, seq, subject, et, reason, now() \
+         FROM UNNEST($2::int8[], $3::text[], $4::text[], $5::text[]) AS u(seq, subject, et, reason) \
+         ON CONFLICT (projection, seq) DO NOTHING",
+    )
+    .bind(PROJECTION)
+    .bind(d.iter().map(|r| r.seq as i64).collect::<Vec<_>>())
+    .bind(d.iter().map(|r| r.subject.as_str()).collect::<Vec<_>>())
+    .bind(d.iter().map(|r| r.event_type.as_str()).collect::<Vec<_>>())
+    .bind(d.iter().map(|r| r.reason.as_str()).collect::<Vec<_>>())
     .execute(conn)
     .await?;
     Ok(())

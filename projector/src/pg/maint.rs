@@ -10,7 +10,10 @@ use uuid::Uuid;
 
 use super::queries::SIGNAL_COLS;
 use super::{PgModels, WRITER_LOCK};
+use crate::batch::PROJECTION;
+use crate::dead_letter::DeadLetter;
 use crate::error::Result;
+use crate::health::ProjectionStatus;
 use crate::snapshot::{Snapshot, SNAPSHOT_TABLES};
 
 impl PgModels {
@@ -73,6 +76,42 @@ impl PgModels {
             snap.tables.insert(name, rows);
         }
         Ok(snap)
+    }
+
+    /// The checkpoint, when it moved, and the dead letters (their count and the first).
+    pub async fn projection_status(&self) -> Result<ProjectionStatus> {
+        let (checkpoint, checkpoint_at): (i64, DateTime<Utc>) =
+            sqlx::query_as("SELECT last_seq, updated_at FROM projection_checkpoints WHERE projection = $1")
+                .bind(PROJECTION)
+                .fetch_one(&self.pool)
+                .await?;
+        let dead_letters: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM projection_dead_letters WHERE projection = $1")
+                .bind(PROJECTION)
+                .fetch_one(&self.pool)
+                .await?;
+        let first: Option<(i64, String, String, String)> = if dead_letters > 0 {
+            sqlx::query_as(
+                "SELECT seq, subject, event_type, reason FROM projection_dead_letters WHERE projection = $1 \
+                 ORDER BY seq LIMIT 1",
+            )
+            .bind(PROJECTION)
+            .fetch_optional(&self.pool)
+            .await?
+        } else {
+            None
+        };
+        Ok(ProjectionStatus {
+            checkpoint: checkpoint as u64,
+            checkpoint_at,
+            dead_letters: dead_letters as u64,
+            first_dead_letter: first.map(|(seq, subject, event_type, reason)| DeadLetter {
+                seq: seq as u64,
+                subject,
+                event_type,
+                reason,
+            }),
+        })
     }
 
     /// Rows (hot or archived) with more than one terminal stamp: their count and a few ids.

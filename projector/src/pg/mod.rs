@@ -30,7 +30,7 @@ pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../schema/
 pub(crate) const WRITER_LOCK: i64 = 0x7362_7072_6f6a;
 
 /// The tables of the read models, in the order the rebuild swaps them.
-pub(crate) const TABLES: [&str; 8] = [
+pub(crate) const TABLES: [&str; 9] = [
     "signal_queue",
     "signal_history",
     "agents",
@@ -38,6 +38,7 @@ pub(crate) const TABLES: [&str; 8] = [
     "recipient_state",
     "plugin_facts",
     "plugin_state",
+    "projection_dead_letters",
     "projection_checkpoints",
 ];
 

@@ -10,7 +10,10 @@ use uuid::Uuid;
 
 use super::PgModels;
 use crate::error::Result;
-use crate::queries::{AgentRow, ListSignals, Overdue, PluginFactRow, PluginStateRow, Role, SignalRow, StatusFilter};
+use crate::queries::{
+    AgentRow, FactsAnswer, FactsPage, ListSignals, Overdue, PluginFactRow, PluginStateRow, Role, SignalRow,
+    StatusFilter,
+};
 
 pub(crate) const SIGNAL_COLS: &str = "id, tenant, from_identity, to_identity, signal_type, category, priority, \
     payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, delivered_at, \
@@ -204,35 +207,49 @@ impl PgModels {
         })
     }
 
-    pub async fn plugin_facts(
-        &self,
-        tenant: &str,
-        plugin: &str,
-        fact_type: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<PluginFactRow>> {
-        let rows = sqlx::query(
-            "SELECT seq, fact_type, fact, recorded_by, created_at FROM plugin_facts \
+    pub async fn plugin_facts(&self, page: &FactsPage) -> Result<FactsAnswer> {
+        // Sizes first (the database renders each state to measure it, and sends two numbers),
+        // then only the facts that fit: a page never brings more than its budget over the wire.
+        let sizes: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT seq, octet_length(fact::text)::bigint FROM plugin_facts \
              WHERE tenant = $1 AND plugin_name = $2 AND ($3::text IS NULL OR fact_type = $3) \
-             ORDER BY seq DESC LIMIT $4",
+             AND ($4::bigint IS NULL OR seq < $4) ORDER BY seq DESC LIMIT $5",
         )
-        .bind(tenant)
-        .bind(plugin)
-        .bind(fact_type)
-        .bind(i64::from(limit))
+        .bind(&page.tenant)
+        .bind(&page.plugin)
+        .bind(&page.fact_type)
+        .bind(page.before_seq)
+        .bind(i64::from(page.limit) + 1)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
+        let Some((oldest, newest, more)) = page.cut(&sizes) else {
+            return Ok(FactsAnswer { facts: Vec::new(), next_before_seq: None });
+        };
+        let rows = sqlx::query(
+            "SELECT seq, fact_type, fact::text AS fact, recorded_by, created_at FROM plugin_facts \
+             WHERE tenant = $1 AND plugin_name = $2 AND ($3::text IS NULL OR fact_type = $3) \
+             AND seq BETWEEN $4 AND $5 ORDER BY seq DESC",
+        )
+        .bind(&page.tenant)
+        .bind(&page.plugin)
+        .bind(&page.fact_type)
+        .bind(oldest)
+        .bind(newest)
+        .fetch_all(&self.pool)
+        .await?;
+        let facts = rows
+            .iter()
             .map(|r| {
                 Ok(PluginFactRow {
                     seq: r.try_get("seq")?,
                     fact_type: r.try_get("fact_type")?,
-                    state: r.try_get("fact")?,
+                    state_json: r.try_get("fact")?,
                     recorded_by: r.try_get("recorded_by")?,
                     created_at: r.try_get("created_at")?,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        Ok(FactsAnswer { facts, next_before_seq: more.then_some(oldest) })
     }
 
     pub async fn ping(&self) -> Result<()> {

@@ -12,18 +12,74 @@
 //! swap moves them with their tables), and no commit flush per batch (`synchronous_commit`
 //! off: a crash loses only scratch work, and the swap's own synchronous commit flushes the
 //! WAL before it).
+//!
+//! Dead letters are met exactly as the live projector meets them (`bisect.rs`); under the lock,
+//! each attempt runs in a savepoint, so a failed one does not abort the swap's transaction.
 
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use bus::log::SharedLog;
 use chrono::Utc;
-use sqlx::{Connection, PgConnection};
+use sqlx::{Connection, Executor, PgConnection};
 use uuid::Uuid;
 
 use super::{apply, PgModels, MIGRATOR, TABLES, WRITER_LOCK};
 use crate::batch::Batch;
+use crate::bisect::{self, Sink};
+use crate::dead_letter::{read_entries, AsEntry, Entry};
 use crate::error::{Error, Result};
 use crate::rebuild::{RebuildReport, BULK_CHUNK, CHUNK};
+
+/// The bulk load: each batch in its own transaction in the scratch schema, without a flush.
+struct Bulk<'c> {
+    conn: &'c mut PgConnection,
+    scratch: &'c str,
+    stale_after: Duration,
+}
+
+#[async_trait]
+impl Sink for Bulk<'_> {
+    async fn apply(&mut self, batch: &Batch, expected: u64) -> Result<bool> {
+        let mut tx = self.conn.begin().await?;
+        let setup = format!("SET LOCAL search_path TO {}; SET LOCAL synchronous_commit TO off", self.scratch);
+        // Through `Executor` rather than `RawSql::execute`: with the latter rustc cannot prove
+        // the future `Send` (sqlx's higher-ranked executor bound), which `async_trait` needs.
+        (&mut *tx).execute(sqlx::raw_sql(&setup)).await?;
+        // Dropped uncommitted on `false` or an error: rolled back.
+        if !apply::apply_in(&mut tx, batch, expected, Utc::now(), self.stale_after).await? {
+            return Ok(false);
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+}
+
+/// The catch-up under the writer lock: each batch in a savepoint of the swap's transaction.
+struct Locked<'c> {
+    tx: &'c mut PgConnection,
+    stale_after: Duration,
+}
+
+#[async_trait]
+impl Sink for Locked<'_> {
+    async fn apply(&mut self, batch: &Batch, expected: u64) -> Result<bool> {
+        let mut savepoint = self.tx.begin().await?;
+        if !apply::apply_in(&mut savepoint, batch, expected, Utc::now(), self.stale_after).await? {
+            return Ok(false);
+        }
+        savepoint.commit().await?;
+        Ok(true)
+    }
+}
+
+fn gap(applied: u64, from_seq: u64) -> Error {
+    Error::Invariant(format!("stream gap: expected sequence {} but read {from_seq}", applied + 1))
+}
+
+fn moved() -> Error {
+    Error::Invariant("the scratch checkpoint moved during a rebuild".into())
+}
 
 pub(crate) async fn rebuild(m: &PgModels, log: &SharedLog, stale_after: Duration) -> Result<RebuildReport> {
     let started = Instant::now();
@@ -58,14 +114,14 @@ async fn build_and_swap(
     // Bulk of the work, without the lock: the live projector keeps going meanwhile. Reading
     // and decoding the log costs about as much as applying, so the next page is read while
     // the current one is applied.
-    let (pages_tx, mut pages) = tokio::sync::mpsc::channel::<Result<Vec<bus::log::Stored>>>(2);
+    let (pages_tx, mut pages) = tokio::sync::mpsc::channel::<Result<Vec<Entry>>>(2);
     let reader_log = log.clone();
     let reader = tokio::spawn(async move {
         let mut from = 1;
         loop {
-            let page = reader_log.read(from, BULK_CHUNK).await.map_err(Error::from);
+            let page = read_entries(&reader_log, from, BULK_CHUNK).await;
             let done = match &page {
-                Ok(p) => p.last().map(|s| from = s.seq + 1).is_none(),
+                Ok(p) => p.last().map(|s| from = s.seq() + 1).is_none(),
                 Err(_) => true,
             };
             if pages_tx.send(page).await.is_err() || done {
@@ -78,23 +134,11 @@ async fn build_and_swap(
         if page.is_empty() {
             break;
         }
-        let batch = Batch::fold(&page);
-        if batch.from_seq != applied + 1 && applied != 0 {
-            return Err(Error::Invariant(format!(
-                "stream gap: expected sequence {} but read {}",
-                applied + 1,
-                batch.from_seq
-            )));
+        if page[0].seq() != applied + 1 && applied != 0 {
+            return Err(gap(applied, page[0].seq()));
         }
-        let mut tx = conn.begin().await?;
-        sqlx::raw_sql(&format!("SET LOCAL search_path TO {scratch}; SET LOCAL synchronous_commit TO off"))
-            .execute(&mut *tx)
-            .await?;
-        if !apply::apply_in(&mut tx, &batch, applied, Utc::now(), stale_after).await? {
-            return Err(Error::Invariant("the scratch checkpoint moved during a rebuild".into()));
-        }
-        tx.commit().await?;
-        applied = batch.to_seq;
+        let mut sink = Bulk { conn: &mut *conn, scratch, stale_after };
+        applied = bisect::apply(&mut sink, &page, applied).await?.ok_or_else(moved)?.to_seq;
         events += page.len() as u64;
     }
     reader.abort();
@@ -157,22 +201,13 @@ async fn catch_up_chunk(
     applied: &mut u64,
     stale_after: Duration,
 ) -> Result<u64> {
-    let page = log.read(*applied + 1, CHUNK).await?;
-    if page.is_empty() {
-        return Ok(0);
-    }
-    let batch = Batch::fold(&page);
+    let page = read_entries(log, *applied + 1, CHUNK).await?;
+    let Some(first) = page.first() else { return Ok(0) };
     // A stream that aged out its oldest events starts later than 1; anything else is a gap.
-    if batch.from_seq != *applied + 1 && *applied != 0 {
-        return Err(Error::Invariant(format!(
-            "stream gap: expected sequence {} but read {}",
-            *applied + 1,
-            batch.from_seq
-        )));
+    if first.seq() != *applied + 1 && *applied != 0 {
+        return Err(gap(*applied, first.seq()));
     }
-    if !apply::apply_in(conn, &batch, *applied, Utc::now(), stale_after).await? {
-        return Err(Error::Invariant("the scratch checkpoint moved during a rebuild".into()));
-    }
-    *applied = batch.to_seq;
+    let mut sink = Locked { tx: conn, stale_after };
+    *applied = bisect::apply(&mut sink, &page, *applied).await?.ok_or_else(moved)?.to_seq;
     Ok(page.len() as u64)
 }

@@ -117,6 +117,18 @@ pub(crate) async fn apply_in(
             sqlx::query(&sql).bind(&rows).execute(&mut *conn).await?;
         }
     }
+    if !b.removed_agents.is_empty() {
+        // See pg/apply.rs::remove_agents.
+        let rows: Vec<Value> = b.removed_agents.iter().map(|(t, i)| json!([t, i])).collect();
+        let rows = Value::Array(rows).to_string();
+        for table in ["agents", "recipient_state"] {
+            let sql = format!(
+                "DELETE FROM {table} WHERE (tenant, identity) IN (SELECT {} FROM json_each(?1))",
+                cols(&["tenant", "identity"])
+            );
+            sqlx::query(&sql).bind(&rows).execute(&mut *conn).await?;
+        }
+    }
     if !b.agents.is_empty() {
         let rows: Vec<Value> =
             b.agents.iter().map(|a| json!([a.tenant, a.identity, a.kind, ts(a.registered_at)])).collect();
@@ -129,6 +141,22 @@ pub(crate) async fn apply_in(
     }
     sessions(conn, b).await?;
     facts(conn, b).await?;
+    if !b.dead_letters.is_empty() {
+        let rows: Vec<Value> =
+            b.dead_letters.iter().map(|d| json!([d.seq, d.subject, d.event_type, d.reason])).collect();
+        let sql = format!(
+            "INSERT INTO projection_dead_letters (projection, seq, subject, event_type, reason, recorded_at) \
+             SELECT ?2, seq, subject, et, reason, ?3 FROM (SELECT {} FROM json_each(?1)) WHERE true \
+             ON CONFLICT (projection, seq) DO NOTHING",
+            cols(&["seq", "subject", "et", "reason"])
+        );
+        sqlx::query(&sql)
+            .bind(Value::Array(rows).to_string())
+            .bind(PROJECTION)
+            .bind(ts(now))
+            .execute(&mut *conn)
+            .await?;
+    }
     if !b.touched.is_empty() {
         let rows: Vec<Value> = b.touched.iter().map(|(t, i)| json!([t, i])).collect();
         let ids = format!("SELECT DISTINCT {} FROM json_each(?2)", cols(&["tenant", "identity"]));
@@ -153,7 +181,8 @@ fn refresh_sql(ids: &str) -> String {
              count(s.session_id) FILTER (WHERE s.released_at IS NULL) AS live, \
              max(s.last_heartbeat) FILTER (WHERE s.released_at IS NULL) AS live_hb, \
              max(s.last_heartbeat) AS last_hb \
-           FROM ids i LEFT JOIN agent_sessions s ON s.tenant = i.tenant AND s.identity = i.identity \
+           FROM ids i JOIN agents a ON a.tenant = i.tenant AND a.identity = i.identity \
+           LEFT JOIN agent_sessions s ON s.tenant = i.tenant AND s.identity = i.identity \
            GROUP BY i.tenant, i.identity) \
          INSERT INTO recipient_state (tenant, identity, state, live_sessions, last_heartbeat) \
          SELECT tenant, identity, \

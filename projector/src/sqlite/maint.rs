@@ -8,8 +8,11 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::queries::SIGNAL_COLS;
-use super::{parse_uuid, ts, SqliteModels};
+use super::{parse_ts, parse_uuid, ts, SqliteModels};
+use crate::batch::PROJECTION;
+use crate::dead_letter::DeadLetter;
 use crate::error::Result;
+use crate::health::ProjectionStatus;
 use crate::snapshot::{Snapshot, SNAPSHOT_TABLES};
 
 fn id_list(ids: &[String]) -> String {
@@ -91,6 +94,41 @@ impl SqliteModels {
             snap.tables.insert(name, rows);
         }
         Ok(snap)
+    }
+
+    pub async fn projection_status(&self) -> Result<ProjectionStatus> {
+        let (checkpoint, checkpoint_at): (i64, String) =
+            sqlx::query_as("SELECT last_seq, updated_at FROM projection_checkpoints WHERE projection = ?1")
+                .bind(PROJECTION)
+                .fetch_one(&self.pool)
+                .await?;
+        let dead_letters: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM projection_dead_letters WHERE projection = ?1")
+                .bind(PROJECTION)
+                .fetch_one(&self.pool)
+                .await?;
+        let first: Option<(i64, String, String, String)> = if dead_letters > 0 {
+            sqlx::query_as(
+                "SELECT seq, subject, event_type, reason FROM projection_dead_letters WHERE projection = ?1 \
+                 ORDER BY seq LIMIT 1",
+            )
+            .bind(PROJECTION)
+            .fetch_optional(&self.pool)
+            .await?
+        } else {
+            None
+        };
+        Ok(ProjectionStatus {
+            checkpoint: checkpoint as u64,
+            checkpoint_at: parse_ts(&checkpoint_at)?,
+            dead_letters: dead_letters as u64,
+            first_dead_letter: first.map(|(seq, subject, event_type, reason)| DeadLetter {
+                seq: seq as u64,
+                subject,
+                event_type,
+                reason,
+            }),
+        })
     }
 
     pub async fn multi_terminal(&self) -> Result<(u64, Vec<Uuid>)> {

@@ -59,11 +59,13 @@ pub(crate) fn parse_uuid(s: &str) -> Result<Uuid> {
 
 impl SqliteModels {
     pub async fn open(data_dir: &Path) -> Result<SqliteModels> {
-        std::fs::create_dir_all(data_dir)?;
+        bus::files::private_dir(data_dir)?;
         Self::open_file(&data_dir.join(FILE_NAME)).await
     }
 
+    /// Opens (creating, 0600) one read-model file: the live one or a rebuild's scratch file.
     pub async fn open_file(path: &Path) -> Result<SqliteModels> {
+        bus::files::private_file(path)?;
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)

@@ -11,7 +11,10 @@ use uuid::Uuid;
 
 use super::{parse_opt_ts, parse_ts, parse_uuid, ts, SqliteModels};
 use crate::error::{Error, Result};
-use crate::queries::{AgentRow, ListSignals, Overdue, PluginFactRow, PluginStateRow, Role, SignalRow, StatusFilter};
+use crate::queries::{
+    AgentRow, FactsAnswer, FactsPage, ListSignals, Overdue, PluginFactRow, PluginStateRow, Role, SignalRow,
+    StatusFilter,
+};
 
 pub(crate) const SIGNAL_COLS: &str = crate::pg::SIGNAL_COLS;
 
@@ -206,35 +209,48 @@ impl SqliteModels {
         })
     }
 
-    pub async fn plugin_facts(
-        &self,
-        tenant: &str,
-        plugin: &str,
-        fact_type: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<PluginFactRow>> {
+    pub async fn plugin_facts(&self, page: &FactsPage) -> Result<FactsAnswer> {
+        // Sizes first, then only the facts that fit (as `pg/queries.rs`).
+        let sizes: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT seq, length(CAST(fact AS BLOB)) FROM plugin_facts \
+             WHERE tenant = ?1 AND plugin_name = ?2 AND (?3 IS NULL OR fact_type = ?3) \
+             AND (?4 IS NULL OR seq < ?4) ORDER BY seq DESC LIMIT ?5",
+        )
+        .bind(&page.tenant)
+        .bind(&page.plugin)
+        .bind(&page.fact_type)
+        .bind(page.before_seq)
+        .bind(i64::from(page.limit) + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let Some((oldest, newest, more)) = page.cut(&sizes) else {
+            return Ok(FactsAnswer { facts: Vec::new(), next_before_seq: None });
+        };
         let rows = sqlx::query(
             "SELECT seq, fact_type, fact, recorded_by, created_at FROM plugin_facts \
              WHERE tenant = ?1 AND plugin_name = ?2 AND (?3 IS NULL OR fact_type = ?3) \
-             ORDER BY seq DESC LIMIT ?4",
+             AND seq BETWEEN ?4 AND ?5 ORDER BY seq DESC",
         )
-        .bind(tenant)
-        .bind(plugin)
-        .bind(fact_type)
-        .bind(i64::from(limit))
+        .bind(&page.tenant)
+        .bind(&page.plugin)
+        .bind(&page.fact_type)
+        .bind(oldest)
+        .bind(newest)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
+        let facts = rows
+            .iter()
             .map(|r| {
                 Ok(PluginFactRow {
                     seq: r.try_get("seq")?,
                     fact_type: r.try_get("fact_type")?,
-                    state: json(&r.try_get::<String, _>("fact")?)?,
+                    state_json: r.try_get("fact")?,
                     recorded_by: r.try_get("recorded_by")?,
                     created_at: parse_ts(&r.try_get::<String, _>("created_at")?)?,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        Ok(FactsAnswer { facts, next_before_seq: more.then_some(oldest) })
     }
 
     pub async fn ping(&self) -> Result<()> {

@@ -9,15 +9,31 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use bus::log::SharedLog;
 use chrono::Utc;
 use sqlx::Connection;
 
 use super::{SqliteModels, FILE_NAME};
 use crate::batch::Batch;
+use crate::bisect::{self, Sink};
+use crate::dead_letter::{read_entries, AsEntry};
 use crate::error::{Error, Result};
 use crate::pg::TABLES;
 use crate::rebuild::{RebuildReport, CHUNK};
+
+/// The fresh file, batch by batch (dead letters met as the live projector meets them).
+struct Scratch<'a> {
+    models: &'a SqliteModels,
+    stale_after: Duration,
+}
+
+#[async_trait]
+impl Sink for Scratch<'_> {
+    async fn apply(&mut self, batch: &Batch, expected: u64) -> Result<bool> {
+        self.models.apply(batch, expected, Utc::now(), self.stale_after).await
+    }
+}
 
 pub(crate) async fn rebuild(m: &SqliteModels, log: &SharedLog, stale_after: Duration) -> Result<RebuildReport> {
     let started = Instant::now();
@@ -80,21 +96,17 @@ async fn catch_up_chunk(
     applied: &mut u64,
     stale_after: Duration,
 ) -> Result<Option<u64>> {
-    let page = log.read(*applied + 1, CHUNK).await?;
-    if page.is_empty() {
-        return Ok(None);
-    }
-    let batch = Batch::fold(&page);
-    if batch.from_seq != *applied + 1 && *applied != 0 {
+    let page = read_entries(log, *applied + 1, CHUNK).await?;
+    let Some(first) = page.first() else { return Ok(None) };
+    if first.seq() != *applied + 1 && *applied != 0 {
         return Err(Error::Invariant(format!(
             "stream gap: expected sequence {} but read {}",
             *applied + 1,
-            batch.from_seq
+            first.seq()
         )));
     }
-    if !scratch.apply(&batch, *applied, Utc::now(), stale_after).await? {
-        return Err(Error::Invariant("the scratch checkpoint moved during a rebuild".into()));
-    }
-    *applied = batch.to_seq;
+    let mut sink = Scratch { models: scratch, stale_after };
+    let done = bisect::apply(&mut sink, &page, *applied).await?;
+    *applied = done.ok_or_else(|| Error::Invariant("the scratch checkpoint moved during a rebuild".into()))?.to_seq;
     Ok(Some(page.len() as u64))
 }

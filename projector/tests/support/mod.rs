@@ -69,6 +69,44 @@ impl Env {
             .expect("list indexes")
     }
 
+    /// Runs one statement (valid in both dialects) on the read-model database, behind the
+    /// projector's back: how tests plant what the projector would never write.
+    pub async fn execute(&self, sql: &str) {
+        use sqlx::Connection;
+        match (&self._pg, &self._models_dir) {
+            (Some(db), _) => {
+                let mut conn = sqlx::PgConnection::connect(db.url()).await.expect("connect");
+                sqlx::query(sql).execute(&mut conn).await.expect("execute");
+            }
+            (None, Some(dir)) => {
+                let file = dir.path().join("readmodels.sqlite");
+                let mut conn =
+                    sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display())).await.expect("open");
+                sqlx::query(sql).execute(&mut conn).await.expect("execute");
+            }
+            (None, None) => unreachable!("every env has a database"),
+        }
+    }
+
+    /// Stores `body` under `subject` as the next event, bypassing the log and its codec (another
+    /// program writing the stream); returns its sequence.
+    pub async fn append_raw(&self, subject: &str, body: &[u8]) -> u64 {
+        use sqlx::Connection;
+        let file = self.dir.path().join("log").join(bus::log::embedded::FILE_NAME);
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display())).await.expect("open");
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO events (seq, subject, event_id, body, stored_at) \
+             SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3, 0 FROM events RETURNING seq",
+        )
+        .bind(subject)
+        .bind(Uuid::new_v4())
+        .bind(body)
+        .fetch_one(&mut conn)
+        .await
+        .expect("insert a raw event");
+        seq as u64
+    }
+
     /// Appends events in order; returns their sequences.
     pub async fn append_all(&self, events: &[Event]) -> Vec<u64> {
         let mut seqs = Vec::with_capacity(events.len());
@@ -118,6 +156,10 @@ pub fn registered(identity: &str, at: DateTime<Utc>) -> Event {
             token_hash: "deadbeef".into(),
         }),
     )
+}
+
+pub fn removed(identity: &str, at: DateTime<Utc>) -> Event {
+    ev(at, EventBody::AgentRemoved(AgentRemoved { identity: identity.into() }))
 }
 
 pub fn opened(session: Uuid, identity: &str, at: DateTime<Utc>) -> Event {
@@ -212,7 +254,7 @@ pub fn acked(id: Uuid, by: &str, at: DateTime<Utc>) -> Event {
 }
 
 pub fn expired(id: Uuid, expires_at: DateTime<Utc>, at: DateTime<Utc>) -> Event {
-    ev(at, EventBody::SignalExpired(SignalExpired { signal_id: id, expires_at }))
+    ev(at, EventBody::SignalExpired(SignalExpired { signal_id: id, expires_at, undeliverable: false }))
 }
 
 pub fn recalled(id: Uuid, by: &str, at: DateTime<Utc>) -> Event {

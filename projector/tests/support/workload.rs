@@ -1,4 +1,5 @@
-//! A randomized but rule-abiding workload: agents register, sessions open, heartbeat and close,
+//! A randomized but rule-abiding workload: agents register (and are removed and registered
+//! again), sessions open, heartbeat and close,
 //! signals are sent, bounced, delivered (and redelivered after their session closes), acked,
 //! expired and recalled, plugins record facts — every event legal for the state it follows.
 //!
@@ -19,6 +20,9 @@ pub struct Workload {
     rng: StdRng,
     clock: DateTime<Utc>,
     agents: Vec<String>,
+    /// Removed agents, which may be registered again.
+    removed: Vec<String>,
+    next_agent: usize,
     /// Open sessions: (session, identity).
     open: Vec<(Uuid, String)>,
     /// Pending signals: (id, from, to, expires_at).
@@ -37,6 +41,8 @@ impl Workload {
             // tables are compared: recipient state is then the same for live and rebuilt.
             clock: Utc::now() - Duration::hours(3),
             agents: Vec::new(),
+            removed: Vec::new(),
+            next_agent: 0,
             open: Vec::new(),
             pending: Vec::new(),
             unacked: Vec::new(),
@@ -69,7 +75,21 @@ impl Workload {
         let at = self.clock;
         let rng = &mut self.rng;
         if self.agents.len() < 3 || rng.gen_bool(0.01) {
-            let name = format!("agent-{}", self.agents.len());
+            let name = format!("agent-{}", self.next_agent);
+            self.next_agent += 1;
+            self.agents.push(name.clone());
+            return Some(registered(&name, at));
+        }
+        // A removal leaves the agent's sessions open, as on a real stream, where their closes
+        // follow it; agent-0 stays, it owns the plugins.
+        if self.agents.len() > 3 && rng.gen_bool(0.004) {
+            let name = self.agents.swap_remove(rng.gen_range(1..self.agents.len()));
+            self.pending.retain(|p| p.2 != name);
+            self.removed.push(name.clone());
+            return Some(removed(&name, at));
+        }
+        if rng.gen_bool(0.004) {
+            let name = Self::take(rng, &mut self.removed)?;
             self.agents.push(name.clone());
             return Some(registered(&name, at));
         }

@@ -61,7 +61,12 @@ pub async fn races(bed: Bed) {
             let wait = (at - Utc::now()).to_std().unwrap_or_default();
             tokio::time::sleep(wait).await;
             let command = if i % 2 == 0 {
-                SignalCommand::Deliver { via: DeliveredVia::Inbox, session_id: None, redeliver: false }
+                SignalCommand::Deliver {
+                    to: "bob".into(),
+                    via: DeliveredVia::Inbox,
+                    session_id: None,
+                    redeliver: false,
+                }
             } else {
                 SignalCommand::Recall { by: "alice".into() }
             };
@@ -201,7 +206,8 @@ pub async fn stale_hints(bed: Bed) {
 
     // Delivered after the read model listed it (decided as of before its expiry, as a delivery
     // racing the sweeper would be): the hint is stale, the delivery stands.
-    let deliver = SignalCommand::Deliver { via: DeliveredVia::Inbox, session_id: None, redeliver: false };
+    let deliver =
+        SignalCommand::Deliver { to: "bob".into(), via: DeliveredVia::Inbox, session_id: None, redeliver: false };
     bed.store.execute(TENANT, delivered, &deliver, "bob", hour_ago).await.unwrap();
     let outcome = expire_pending(&bed.store, &types, TENANT, delivered, &hint(delivered)).await.unwrap();
     assert_eq!(outcome, Outcome::AlreadyTerminal);

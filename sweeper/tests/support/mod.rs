@@ -201,7 +201,12 @@ pub async fn send_with(store: &SignalStore, at: DateTime<Utc>, ttl: u64) -> Uuid
         correlation_id: None,
         dedupe_key: None,
     };
-    let bob = RecipientView { registered: true, state: RecipientState::NotAvailableOffline, has_live_ws: false };
+    let bob = RecipientView {
+        registered: true,
+        state: RecipientState::NotAvailableOffline,
+        has_live_ws: false,
+        freshest_session: None,
+    };
     let decision =
         decide_send(&TypeTable::default(), TENANT, "alice", req, bob, at, DEFAULT_MAX_PAYLOAD_BYTES).unwrap();
     let SendDecision::Accepted(sent) = &decision else { panic!("an async send to an offline recipient is queued") };

@@ -79,15 +79,18 @@ struct Inner {
     readers: SqlitePool,
     committed: watch::Receiver<u64>,
     stats: Arc<Stats>,
+    /// One process owns the data dir: every node not heard in this process is dead.
+    nodes: crate::log::nodes::NodeBook,
 }
 
 impl EmbeddedLog {
     /// Opens (creating if needed) `<data_dir>/events.sqlite` and starts the writer task.
     pub async fn open(data_dir: &Path) -> Result<EmbeddedLog> {
-        tokio::fs::create_dir_all(data_dir)
-            .await
+        crate::files::private_dir(data_dir)
             .map_err(|e| Error::Unavailable(format!("cannot create data dir {}: {e}", data_dir.display())))?;
         let path = data_dir.join(FILE_NAME);
+        crate::files::private_file(&path)
+            .map_err(|e| Error::Unavailable(format!("cannot create {} as a private file: {e}", path.display())))?;
         let base = SqliteConnectOptions::new().filename(&path).busy_timeout(BUSY_TIMEOUT);
 
         // The writer connection comes first: it creates the file and switches it to WAL, which
@@ -115,7 +118,15 @@ impl EmbeddedLog {
 
         info!(path = %path.display(), last_seq, "embedded event log opened");
         Ok(EmbeddedLog {
-            inner: Arc::new(Inner { subjects: Subjects::new(PREFIX), path, commands, readers, committed, stats }),
+            inner: Arc::new(Inner {
+                subjects: Subjects::new(PREFIX),
+                path,
+                commands,
+                readers,
+                committed,
+                stats,
+                nodes: crate::log::nodes::NodeBook::new(true),
+            }),
         })
     }
 
@@ -192,6 +203,15 @@ impl EventLog for EmbeddedLog {
         Ok(last as u64)
     }
 
+    async fn announce_node(&self, node: &str) -> Result<()> {
+        self.inner.nodes.set_me(node);
+        Ok(())
+    }
+
+    fn node_is_dead(&self, node: &str) -> bool {
+        self.inner.nodes.is_dead(node)
+    }
+
     async fn ping(&self) -> Result<()> {
         if self.inner.commands.is_closed() {
             return Err(closed());
@@ -202,6 +222,8 @@ impl EventLog for EmbeddedLog {
 }
 
 /// Up to `max` events with sequence ≥ `from_seq`, in order. Shared by `read` and the tails.
+/// Stops short of an undecodable event; a read that starts at one fails with
+/// `Error::Undecodable` (see `log/mod.rs`).
 async fn read_from(readers: &SqlitePool, from_seq: u64, max: usize) -> Result<Vec<Stored>> {
     if max == 0 {
         return Ok(Vec::new());
@@ -212,14 +234,26 @@ async fn read_from(readers: &SqlitePool, from_seq: u64, max: usize) -> Result<Ve
         .fetch_all(readers)
         .await
         .map_err(read_error)?;
-    rows.iter().map(decode_row).collect()
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        match decode_row(row) {
+            Ok(stored) => out.push(stored),
+            Err(e @ Error::Undecodable { .. }) if out.is_empty() => return Err(e),
+            Err(Error::Undecodable { .. }) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
 }
 
 fn decode_row(row: &SqliteRow) -> Result<Stored> {
     let seq: i64 = row.try_get(0)?;
+    let subject: String = row.try_get(1)?;
     let body: &[u8] = row.try_get(2)?;
-    let event = codec::decode(body).map_err(|e| Error::Decode(format!("event at seq {seq}: {e}")))?;
-    Ok(Stored { seq: seq as u64, subject: row.try_get(1)?, event })
+    match codec::decode(body) {
+        Ok(event) => Ok(Stored { seq: seq as u64, subject, event }),
+        Err(e) => Err(Error::Undecodable { seq: seq as u64, subject, reason: codec::reason(e) }),
+    }
 }
 
 /// Connects the writer, brings the schema up to date and reads the newest sequence.

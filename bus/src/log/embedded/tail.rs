@@ -3,6 +3,8 @@
 //!
 //! Deliberately does not buffer or fan out events from the writer: every event is read back from
 //! the table, so a tail can never see an event that did not commit, skip one, or reorder them.
+//! An undecodable event is yielded as `Error::Undecodable` once and then passed, as the
+//! JetStream tail does: a reader that resumed at it would only meet it again, forever.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use sqlx::SqlitePool;
 use tokio::sync::watch;
 
 use super::{read_from, writer::closed};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::log::Stored;
 
 /// Events fetched per read while catching up.
@@ -29,7 +31,8 @@ struct Cursor {
 }
 
 /// Every event with sequence ≥ `from_seq`, forever. Ends after yielding an error (a failed read
-/// or the log closing); the caller resumes with a new tail from its next sequence.
+/// or the log closing; not an undecodable event); the caller resumes with a new tail from its
+/// next sequence.
 pub(super) fn follow(
     readers: SqlitePool,
     committed: watch::Receiver<u64>,
@@ -41,7 +44,7 @@ pub(super) fn follow(
             return None;
         }
         let page = next_page(&mut c).await;
-        if page.is_err() {
+        if page.as_ref().is_err_and(|e| !matches!(e, Error::Undecodable { .. })) {
             c.done = true;
         }
         Some((page, c))
@@ -59,7 +62,7 @@ async fn next_page(c: &mut Cursor) -> Result<Vec<Stored>> {
         // Mark the current commit as seen *before* reading: a commit that lands after this line
         // either is in the read below or flags `changed()`, so no wake-up is ever lost.
         c.committed.borrow_and_update();
-        let page = read_from(&c.readers, c.next, PAGE).await?;
+        let page = passing_undecodable(c, read_from(&c.readers, c.next, PAGE).await)?;
         if let Some(last) = page.last() {
             c.next = last.seq + 1;
             return Ok(page);
@@ -71,7 +74,7 @@ async fn next_page(c: &mut Cursor) -> Result<Vec<Stored>> {
         if woken.is_err() {
             // The writer is gone. It publishes before it answers and stops only after its last
             // commit, so one more read finds anything still unseen.
-            let page = read_from(&c.readers, c.next, PAGE).await?;
+            let page = passing_undecodable(c, read_from(&c.readers, c.next, PAGE).await)?;
             if let Some(last) = page.last() {
                 c.next = last.seq + 1;
                 return Ok(page);
@@ -79,4 +82,12 @@ async fn next_page(c: &mut Cursor) -> Result<Vec<Stored>> {
             return Err(closed());
         }
     }
+}
+
+/// Moves the cursor past an undecodable event before it is reported, so it is reported once.
+fn passing_undecodable(c: &mut Cursor, read: Result<Vec<Stored>>) -> Result<Vec<Stored>> {
+    if let Err(Error::Undecodable { seq, .. }) = &read {
+        c.next = c.next.max(seq + 1);
+    }
+    read
 }

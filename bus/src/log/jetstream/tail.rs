@@ -182,8 +182,8 @@ impl Tail {
                 *room -= 1;
             }
             let msg = jetstream::Message { message: msg, context: self.js.clone() };
-            let (seq, delivery) = match msg.info() {
-                Ok(i) => (i.stream_sequence, i.consumer_sequence),
+            let (seq, delivery, published) = match msg.info() {
+                Ok(i) => (i.stream_sequence, i.consumer_sequence, i.published),
                 Err(e) => {
                     self.reset("unreadable metadata");
                     return Err(Error::Decode(format!("consumer message metadata: {e}")));
@@ -201,7 +201,7 @@ impl Tail {
             // Advance before decoding: an undecodable event is reported once, then passed.
             self.next = seq + 1;
             self.backoff = Duration::ZERO;
-            return stored(seq, msg.subject.as_str(), &msg.payload);
+            return stored(seq, msg.subject.as_str(), &msg.payload, published);
         }
     }
 }

@@ -1,0 +1,201 @@
+//! Appending to JetStream with a known outcome. A publish whose ack does not come (the server
+//! is paused, a leader is being elected, the connection dropped) may still be stored later, so
+//! its outcome is resolved here, once, for every writer (sends, deliveries, acks, recalls,
+//! expiries, session events):
+//!
+//! 1. The event is stamped `accept_by = now + ACCEPT_WINDOW` before its first publish, and
+//!    every reader voids it if the stream stores it after that instant (`Event::as_stored_at`).
+//! 2. The same bytes (same `Nats-Msg-Id`) are published again whenever an attempt goes
+//!    unanswered; the stream's duplicate window makes a repeat of a stored event answer with the
+//!    original sequence. A compare-and-set that fails may have failed against our own earlier
+//!    copy: after an unanswered attempt the subject is searched for our event id; otherwise its
+//!    newest event is looked at (a standalone 2.15 checks the condition before the duplicate
+//!    window, so even an immediate repeat can fail its condition: `newest_is_ours`).
+//! 3. An answer that comes after `accept_by` is checked against the stored message's own
+//!    timestamp: a copy stored in time counts (its first answer was lost), a later one is void,
+//!    and then "nothing was accepted" is the truth. The same holds for a "duplicate" answer to a
+//!    call's first attempt: it points at a copy an earlier call stored, which may be void. A
+//!    caller that retries after "nothing was accepted" therefore appends a new event (a new id).
+//! 4. If the stream answers nothing for `RESOLVE_WITHIN`, the outcome is `Indeterminate`: a copy
+//!    may have been stored just before the stream went silent. Never `Unavailable`, which
+//!    promises that nothing was accepted.
+//!
+//! Correct as long as the writer's clock is at most `SKEW_MARGIN` ahead of the stream leader's
+//! and at most `ACCEPT_WINDOW` behind it (NTP keeps both within milliseconds).
+//!
+//! Deliberately does not decide anything about the event: a definite refusal (a lost
+//! compare-and-set, an event the server rejects) is returned as it is.
+
+use std::time::Duration;
+
+use async_nats::jetstream::context::{Publish, PublishErrorKind};
+use async_nats::jetstream::Context;
+use chrono::Utc;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use super::{api_error, error_code, found_seq, JetStreamLog, WRONG_LAST_SEQUENCE};
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventBody};
+use crate::log::{Appended, EventLog, Expect};
+
+/// How long after its first publish an event may still be stored and count.
+pub const ACCEPT_WINDOW: Duration = Duration::from_secs(8);
+/// How far ahead of the stream's clock a writer's clock may run without making a late event
+/// count (see the module comment).
+pub const SKEW_MARGIN: Duration = Duration::from_secs(1);
+/// How long a writer keeps asking a silent stream before it answers `Indeterminate`.
+pub const RESOLVE_WITHIN: Duration = Duration::from_secs(30);
+/// How long one publish attempt waits for its ack before the same event is published again.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What one publish attempt learned.
+enum Attempt {
+    Stored(Appended),
+    /// The compare-and-set failed: the subject's newest sequence was another.
+    Conflict(Option<u64>),
+    /// The server refused the event itself (too big, stream sealed, ...).
+    Refused(String),
+    /// No answer: the event may or may not be stored.
+    Unknown(String),
+}
+
+/// Appends `event` under `subject` and returns only what the stream decided.
+pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, expect: Expect) -> Result<Appended> {
+    let js = &log.js;
+    let started = Instant::now();
+    let accept_by = Utc::now() + chrono::Duration::from_std(ACCEPT_WINDOW).expect("a small duration");
+    // Answers received before this instant (by our clock) prove a store in time.
+    let surely_in_time = accept_by - chrono::Duration::from_std(SKEW_MARGIN).expect("a small duration");
+    let mut stamped = event.clone();
+    stamped.accept_by = Some(accept_by);
+    let payload: bytes::Bytes = codec::encode(&stamped)?.into();
+    let expected = match expect {
+        Expect::LastSubjectSeq(n) => n,
+        Expect::Any => 0,
+    };
+    let mut unanswered = 0u32;
+    let mut backoff = Duration::from_millis(50);
+    while started.elapsed() < RESOLVE_WITHIN {
+        let budget = ATTEMPT_TIMEOUT.min(RESOLVE_WITHIN.saturating_sub(started.elapsed()));
+        let outcome = attempt(js, &subject, &payload, event, expect, budget).await;
+        let late = Utc::now() >= surely_in_time;
+        match outcome {
+            Attempt::Stored(a) if !late && !(a.duplicate && unanswered == 0) => {
+                if unanswered > 0 {
+                    debug!(subject = %subject, unanswered, seq = a.seq, "append resolved: stored");
+                }
+                return Ok(a);
+            }
+            // Answered late, or answered "duplicate" on this call's first attempt (a copy from
+            // an earlier call with this event id, which may have been stored too late and be
+            // void): whether it counts is what the stored copy says.
+            Attempt::Stored(a) => return counts(log, &subject, a, event).await,
+            Attempt::Conflict(found) if unanswered > 0 => {
+                // Our own earlier copy may be what the condition failed against.
+                let on_subject = log.read_subject(&subject).await?;
+                return match on_subject.iter().find(|s| s.event.event_id == event.event_id) {
+                    Some(s) if !matches!(s.event.body, EventBody::Voided(_)) => {
+                        debug!(subject = %subject, seq = s.seq, "append resolved: an earlier attempt was stored");
+                        Ok(Appended { seq: s.seq, duplicate: true })
+                    }
+                    Some(_) => Err(nothing_accepted(&subject, event, unanswered)),
+                    None => Err(Error::Conflict { subject, expected, found }),
+                };
+            }
+            Attempt::Conflict(found) => {
+                if let Some(seq) = newest_is_ours(log, &subject, event).await {
+                    debug!(subject = %subject, seq, "append resolved: this event was stored before");
+                    return Ok(Appended { seq, duplicate: true });
+                }
+                return Err(Error::Conflict { subject, expected, found });
+            }
+            Attempt::Refused(why) => return Err(Error::Storage(format!("stream refused the event: {why}"))),
+            Attempt::Unknown(why) => {
+                unanswered += 1;
+                debug!(subject = %subject, unanswered, error = %why, "append unanswered; publishing it again");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+        }
+    }
+    warn!(subject = %subject, event_type = event.type_name(), unanswered,
+        "the stream stayed silent; the append's outcome is unknown");
+    Err(Error::Indeterminate(format!("the event stream did not answer for {}s", RESOLVE_WITHIN.as_secs())))
+}
+
+/// An answer that came late: the stored copy counts unless the stream stored it after its
+/// `accept_by`, in which case every reader sees it voided and nothing was accepted.
+async fn counts(log: &JetStreamLog, subject: &str, appended: Appended, event: &Event) -> Result<Appended> {
+    // Through the log's read path: on a replicated stream a follower may not hold it yet.
+    let copy = super::subject_reads::message_at(&log.stream, log.reads, appended.seq)
+        .await
+        .map_err(|e| Error::Indeterminate(format!("cannot read back sequence {}: {e}", appended.seq)))?;
+    if matches!(copy.event.body, EventBody::Voided(_)) {
+        return Err(nothing_accepted(subject, event, 1));
+    }
+    debug!(subject = %subject, seq = appended.seq, "append resolved: the stored copy counts");
+    Ok(appended)
+}
+
+fn nothing_accepted(subject: &str, event: &Event, unanswered: u32) -> Error {
+    warn!(subject = %subject, event_type = event.type_name(), unanswered,
+        "append stored only after its acceptance deadline; it is void and nothing was accepted");
+    Error::Unavailable("the event stream did not answer in time; nothing was accepted".into())
+}
+
+/// The sequence of `event` if it is the newest on `subject`: a compare-and-set that failed
+/// against the event itself. nats-server 2.9 checks the duplicate window before the condition,
+/// so a repeat answers as a duplicate; a standalone 2.15 checks the condition first, so a repeat
+/// whose expectation no longer holds fails. Every attempt was answered, so the conflict is the
+/// truth otherwise: a failed look only loses the duplicate answer, never turns a conflict into an
+/// outage.
+async fn newest_is_ours(log: &JetStreamLog, subject: &str, event: &Event) -> Option<u64> {
+    match log.last_on_subject(subject).await {
+        Ok(Some(last)) if last.event.event_id == event.event_id && !matches!(last.event.body, EventBody::Voided(_)) => {
+            Some(last.seq)
+        }
+        _ => None,
+    }
+}
+
+async fn attempt(
+    js: &Context,
+    subject: &str,
+    payload: &bytes::Bytes,
+    event: &Event,
+    expect: Expect,
+    timeout: Duration,
+) -> Attempt {
+    let mut publish = Publish::build().payload(payload.clone()).message_id(event.event_id.to_string());
+    if let Expect::LastSubjectSeq(n) = expect {
+        publish = publish.expected_last_subject_sequence(n);
+    }
+    let result = match tokio::time::timeout(timeout, async {
+        match js.send_publish(subject.to_string(), publish).await {
+            Ok(ack) => ack.await,
+            Err(e) => Err(e),
+        }
+    })
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => return Attempt::Unknown("no ack in time".into()),
+    };
+    match result {
+        Ok(ack) => Attempt::Stored(Appended { seq: ack.sequence, duplicate: ack.duplicate }),
+        Err(e) => {
+            let api = api_error(&e);
+            if e.kind() == PublishErrorKind::WrongLastSequence
+                || api.and_then(error_code).is_some_and(|c| WRONG_LAST_SEQUENCE.contains(&c))
+            {
+                return Attempt::Conflict(api.and_then(|a| found_seq(&a.to_string())));
+            }
+            match api {
+                Some(a) => Attempt::Refused(a.to_string()),
+                None => Attempt::Unknown(e.to_string()),
+            }
+        }
+    }
+}

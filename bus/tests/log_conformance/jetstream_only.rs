@@ -1,0 +1,189 @@
+//! JetStream-only behaviour of the event log on one server: a live tail through a restart and a
+//! crash (on both releases), streams sharing a server, retention updates, server lists, and
+//! stream configurations the bus refuses to adopt.
+//!
+//! Deliberately not the shared semantics: those run through `conformance!`.
+
+use std::time::{Duration, Instant};
+
+use bus::log::{EventLog, Expect, SharedLog};
+use bus::Error;
+use uuid::Uuid;
+
+use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
+use testkit::NatsServer;
+
+use crate::support::{
+    append_n, append_retrying, connect, event_on, next_of, seqs, unique_stream, Backend, Current, Debian, JetStream,
+    Release,
+};
+
+/// A live tail and a live client ride through a server restart: the tail yields everything
+/// appended before and after it, in order, without gaps or repeats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_survives_server_restart() {
+    tail_survives::<Debian>(false).await
+}
+
+/// The same through a crash (SIGKILL): acknowledged events were on disk before their ack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_survives_server_crash() {
+    tail_survives::<Debian>(true).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_survives_server_restart_current() {
+    tail_survives::<Current>(false).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_survives_server_crash_current() {
+    tail_survives::<Current>(true).await
+}
+
+async fn tail_survives<R: Release>(crash: bool) {
+    let mut b = JetStream::<R>::open().await;
+    let log = b.log();
+    let signal = Uuid::new_v4();
+    append_n(&log, &[signal], 5).await;
+    let mut tail = log.tail(1).await.unwrap();
+    for seq in 1..=5 {
+        assert_eq!(next_of(&mut tail).await.seq, seq);
+    }
+    // Leaves `read`'s cursor consumer standing at 6; the restart loses it.
+    assert_eq!(seqs(&log.read(1, 100).await.unwrap()), vec![1, 2, 3, 4, 5]);
+    if crash {
+        b.server.kill().await;
+    }
+    b.server.restart().await;
+    for _ in 0..5 {
+        append_retrying(&log, &event_on(signal), Expect::Any).await;
+    }
+    for seq in 6..=10 {
+        assert_eq!(next_of(&mut tail).await.seq, seq);
+    }
+    assert_eq!(seqs(&log.read(6, 100).await.unwrap()), vec![6, 7, 8, 9, 10]);
+    assert_eq!(log.last_seq().await.unwrap(), 10);
+}
+
+/// Streams with different names share a server without seeing each other's events.
+#[tokio::test]
+async fn streams_with_different_names_are_isolated() {
+    let server = NatsServer::start().await;
+    let a = connect(&server.url(), &unique_stream(), 1).await;
+    let b = connect(&server.url(), &unique_stream(), 1).await;
+    assert_ne!(a.subjects().prefix(), b.subjects().prefix());
+    let (a, b): (SharedLog, SharedLog) = (a, b);
+    append_n(&a, &[Uuid::new_v4()], 3).await;
+    assert_eq!(a.last_seq().await.unwrap(), 3);
+    assert_eq!(b.last_seq().await.unwrap(), 0);
+    assert!(b.read(1, 10).await.unwrap().is_empty());
+}
+
+/// Reconnecting with another `max_age` updates the existing stream and keeps its events.
+#[tokio::test]
+async fn reconnect_updates_max_age() {
+    let server = NatsServer::start().await;
+    let stream = unique_stream();
+    let first = connect(&server.url(), &stream, 1).await;
+    let shared: SharedLog = first.clone();
+    append_n(&shared, &[Uuid::new_v4()], 2).await;
+    let config = JetStreamConfig { stream: stream.clone(), max_age: Duration::from_secs(3600), replicas: 1 };
+    let second = JetStreamLog::connect(&server.url(), config).await.unwrap();
+    assert_eq!(second.last_seq().await.unwrap(), 2);
+    let nats = async_nats::connect(server.url()).await.unwrap();
+    let info = async_nats::jetstream::new(nats).get_stream(&stream).await.unwrap().get_info().await.unwrap();
+    assert_eq!(info.config.max_age, Duration::from_secs(3600));
+    assert!(info.config.allow_direct);
+    assert_eq!(info.config.subjects, vec![format!("{}.>", stream.to_lowercase())]);
+    // Shorter than the duplicate window: the window shrinks with it instead of failing.
+    let config = JetStreamConfig { stream: stream.clone(), max_age: Duration::from_secs(30), replicas: 1 };
+    let third = JetStreamLog::connect(&server.url(), config).await.unwrap();
+    assert_eq!(third.last_seq().await.unwrap(), 2);
+}
+
+/// `--nats-url` takes a cluster's servers as a comma-separated list; an unreachable one in
+/// the list does not stop the connection.
+#[tokio::test]
+async fn a_comma_separated_server_list_connects() {
+    let server = NatsServer::start().await;
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let urls = format!("nats://127.0.0.1:{dead}, {}", server.url());
+    let config = JetStreamConfig { stream: unique_stream(), ..Default::default() };
+    let log = JetStreamLog::connect(&urls, config).await.expect("connects through the live server");
+    assert_eq!(log.last_seq().await.unwrap(), 0);
+}
+
+/// A stream that exists with another replica count is refused with a fix, never rewritten;
+/// replicas > 1 against a server older than 2.10.19 are refused before anything is created.
+#[tokio::test]
+async fn another_replica_count_is_reported_not_adopted() {
+    let server = NatsServer::start().await;
+    let stream = unique_stream();
+    let nats = async_nats::connect(server.url()).await.unwrap();
+    let version = nats.server_info().version.clone();
+    let config = JetStreamConfig { stream: stream.clone(), replicas: 3, ..Default::default() };
+    let err = JetStreamLog::connect(&server.url(), config).await.unwrap_err().to_string();
+    if version.starts_with("2.9.") {
+        assert!(err.contains("2.10.19"), "{err}");
+    } else {
+        // A single server cannot hold 3 replicas: the server refuses the stream.
+        assert!(!err.is_empty());
+    }
+    // Created by hand with a short duplicate window: reported, not silently changed.
+    let js = async_nats::jetstream::new(nats);
+    let subjects = vec![format!("{}.>", stream.to_lowercase())];
+    let short = async_nats::jetstream::stream::Config {
+        name: stream.clone(),
+        subjects,
+        duplicate_window: Duration::from_secs(2),
+        ..Default::default()
+    };
+    js.create_stream(short).await.unwrap();
+    let config = JetStreamConfig { stream: stream.clone(), ..Default::default() };
+    let err = JetStreamLog::connect(&server.url(), config).await.unwrap_err().to_string();
+    assert!(err.contains("duplicate window") && err.contains("nats stream edit"), "{err}");
+    let info = js.get_stream(&stream).await.unwrap().get_info().await.unwrap();
+    assert_eq!(info.config.duplicate_window, Duration::from_secs(2), "the stream was left as it was");
+}
+
+/// How fast a projector-style reader pages through the stream (`cargo test -- --ignored`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "throughput measurement, not a check"]
+async fn read_throughput() {
+    const N: usize = 100_000;
+    let b = JetStream::<Debian>::open().await;
+    let log = b.log();
+    let started = Instant::now();
+    let writers: Vec<_> = (0..32)
+        .map(|_| {
+            let log = log.clone();
+            tokio::spawn(async move { append_n(&log, &[Uuid::new_v4()], N / 32).await })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let total = log.last_seq().await.unwrap();
+    eprintln!("appended {total} events in {:?}", started.elapsed());
+    let started = Instant::now();
+    let (mut from, mut read) = (1, 0);
+    loop {
+        let page = log.read(from, 1000).await.unwrap();
+        let Some(last) = page.last() else { break };
+        from = last.seq + 1;
+        read += page.len();
+    }
+    assert_eq!(read as u64, total);
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!("read {read} events in {secs:.2}s ({:.0}/s)", read as f64 / secs);
+}
+
+#[tokio::test]
+async fn unreachable_server_is_unavailable() {
+    let mut server = NatsServer::start().await;
+    let url = server.url();
+    server.stop().await;
+    let r = JetStreamLog::connect(&url, JetStreamConfig::default()).await;
+    assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
+}

@@ -1,0 +1,54 @@
+"""signalbus-client: the Python client of signalbus (asyncio).
+
+    from signalbus_client import Client, AdminClient
+"""
+
+from .client import AdminClient, Client, ReplayReport, SpoolExpired
+from .errors import (
+    AlreadyRegistered,
+    AskTimeout,
+    ClientClosed,
+    Forbidden,
+    InternalError,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    ProtocolError,
+    RateLimited,
+    RecipientUnavailable,
+    RequestTimeout,
+    SignalbusError,
+    SpoolFull,
+    TransportError,
+    Unauthorized,
+    Unavailable,
+    UnknownRecipient,
+)
+from .spool import Spool, SpoolEntry
+from .types import (
+    Agent,
+    Fact,
+    FactPage,
+    PluginState,
+    RecallResult,
+    Registration,
+    SendOutcome,
+    SendResult,
+    Signal,
+    SignalPage,
+    SignalRow,
+    Spooled,
+    Welcome,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdminClient", "Agent", "AlreadyRegistered", "AskTimeout", "Client", "ClientClosed", "Fact",
+    "FactPage", "Forbidden", "InternalError", "InvalidRequest", "NotFound", "PayloadTooLarge",
+    "PluginState", "ProtocolError", "RateLimited", "RecallResult", "RecipientUnavailable",
+    "Registration", "ReplayReport", "RequestTimeout", "SendOutcome", "SendResult", "Signal",
+    "SignalPage", "SignalRow", "SignalbusError", "Spool", "SpoolEntry", "SpoolExpired",
+    "SpoolFull", "Spooled", "TransportError", "Unauthorized", "Unavailable", "UnknownRecipient",
+    "Welcome",
+]

@@ -1,0 +1,225 @@
+"""Typed errors. Every error carries the bus's ``code`` and says what to do (``hint``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Optional
+
+
+class SignalbusError(Exception):
+    """Base class of every error this client raises.
+
+    ``code`` is the bus's error code (CONTRACT §8) or a client-side one (``transport``,
+    ``timeout``, ``closed``, ``spool_full``, ``ask_timeout``, ``protocol``); ``status`` the HTTP
+    status when the answer came over HTTP; ``hint`` what the caller should do about it;
+    ``details`` every other field of the bus's error object.
+    """
+
+    code: str = "error"
+    hint: str = ""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: Optional[str] = None,
+        status: Optional[int] = None,
+        hint: Optional[str] = None,
+        details: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        if code is not None:
+            self.code = code
+        if hint is not None:
+            self.hint = hint
+        self.message = message
+        self.status = status
+        self.details: dict[str, Any] = dict(details or {})
+        text = f"{self.code}: {message}"
+        if self.hint:
+            text += f" ({self.hint})"
+        super().__init__(text)
+
+
+class InvalidRequest(SignalbusError):
+    code = "invalid_request"
+    hint = "fix the request: the message names the field; retrying it unchanged fails again"
+
+
+class Unauthorized(SignalbusError):
+    code = "unauthorized"
+    hint = "the token is missing, wrong, rotated or removed: get a valid token (admin rotate) and build a new client"
+
+
+class Forbidden(SignalbusError):
+    code = "forbidden"
+    hint = "this token may not do that (agent vs admin, another tenant, a plugin you do not own)"
+
+
+class NotFound(SignalbusError):
+    code = "not_found"
+    hint = "no such resource visible to you; check the id or name"
+
+
+class UnknownRecipient(SignalbusError):
+    code = "unknown_recipient"
+    hint = "the recipient is not registered in your tenant: register it (admin) or fix the name"
+
+
+class RecipientUnavailable(SignalbusError):
+    """A sync send bounced: the recipient was stale or offline. Nothing was queued, nothing will
+    ever be delivered. ``recipient_state`` and ``signal_id`` (of the bounce) are set."""
+
+    code = "recipient_unavailable"
+    hint = "nothing was queued: send async to queue it, or retry later with a new dedupe_key"
+
+    @property
+    def recipient_state(self) -> Optional[str]:
+        return self.details.get("recipient_state")
+
+    @property
+    def signal_id(self) -> Optional[str]:
+        return self.details.get("signal_id")
+
+
+class AlreadyRegistered(SignalbusError):
+    code = "already_registered"
+    hint = "the identity exists: rotate its token instead of registering it again"
+
+
+class PayloadTooLarge(SignalbusError):
+    code = "payload_too_large"
+    hint = "payloads are at most 64 KiB encoded, plugin states 1 MiB: send less, or a reference to it"
+
+
+class RateLimited(SignalbusError):
+    code = "rate_limited"
+    hint = "over the per-identity quota: nothing was recorded; retry after retry_after seconds"
+
+    @property
+    def retry_after(self) -> Optional[float]:
+        value = self.details.get("retry_after_ms")
+        if isinstance(value, (int, float)):
+            return float(value) / 1000
+        match = re.search(r"(\d+(?:\.\d+)?)\s*(ms|s)\b", self.message)
+        if match:
+            n = float(match.group(1))
+            return n / 1000 if match.group(2) == "ms" else n
+        return None
+
+
+class Unavailable(SignalbusError):
+    code = "unavailable"
+    hint = "the bus took nothing: retry later with the same dedupe_key (or give the client a spool_dir)"
+
+
+class InternalError(SignalbusError):
+    code = "internal"
+    hint = "the bus failed; retry later with the same dedupe_key and report it if it persists"
+
+
+class TransportError(SignalbusError):
+    """The bus could not be reached, or the connection dropped before an answer came. For a send
+    the outcome is unknown: retry with the same ``dedupe_key`` (kept in ``details``), which
+    answers the original signal if it was stored."""
+
+    code = "transport"
+    hint = "the outcome is unknown: retry with the same dedupe_key once the bus is reachable"
+
+    @property
+    def dedupe_key(self) -> Optional[str]:
+        return self.details.get("dedupe_key")
+
+
+class RequestTimeout(TransportError):
+    code = "timeout"
+    hint = "no answer in time, the outcome is unknown: retry with the same dedupe_key"
+
+
+class ClientClosed(SignalbusError):
+    code = "closed"
+    hint = "the client was closed: build a new one"
+
+
+class SpoolFull(SignalbusError):
+    code = "spool_full"
+    hint = "the send is larger than the whole spool (max_bytes): raise the cap or send less"
+
+
+class AskTimeout(SignalbusError):
+    """No reply carrying the ask's correlation_id arrived in time. The question was sent
+    (``signal_id``, ``correlation_id`` in details); a late reply goes to the signal handler."""
+
+    code = "ask_timeout"
+    hint = "no reply in time: the question was sent; wait longer, or recall it (signal_id)"
+
+    @property
+    def signal_id(self) -> Optional[str]:
+        return self.details.get("signal_id")
+
+    @property
+    def correlation_id(self) -> Optional[str]:
+        return self.details.get("correlation_id")
+
+
+class ProtocolError(SignalbusError):
+    code = "protocol"
+    hint = "the bus answered something this client does not understand: check the versions"
+
+
+_BY_CODE: dict[str, type[SignalbusError]] = {
+    cls.code: cls
+    for cls in (
+        InvalidRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        UnknownRecipient,
+        RecipientUnavailable,
+        AlreadyRegistered,
+        PayloadTooLarge,
+        RateLimited,
+        Unavailable,
+        InternalError,
+    )
+}
+
+_BY_STATUS: dict[int, type[SignalbusError]] = {
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    413: PayloadTooLarge,
+    429: RateLimited,
+    503: Unavailable,
+}
+
+
+def error_from_body(body: Any, status: Optional[int] = None) -> SignalbusError:
+    """Build the typed error of a bus error object (``{"code","message",...}``) or error body
+    (``{"error":{...}}``)."""
+    obj = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else body
+    if not isinstance(obj, dict):
+        obj = {}
+    code = obj.get("code") if isinstance(obj.get("code"), str) else None
+    message = obj.get("message") if isinstance(obj.get("message"), str) else None
+    details = {k: v for k, v in obj.items() if k not in ("code", "message")}
+    cls = _BY_CODE.get(code or "") or _BY_STATUS.get(status or 0)
+    if cls is None:
+        cls = InternalError if (status or 0) >= 500 else SignalbusError
+    if message is None:
+        message = f"the bus answered {status}" if status else "the bus answered an error"
+    return cls(message, code=code or cls.code, status=status, details=details)
+
+
+# Codes after which a spooled send is settled (the bus answered it definitively): the entry is
+# deleted. Anything else (unavailable, rate_limited, internal, unauthorized, transport) keeps it.
+DEFINITIVE_CODES = frozenset(
+    {
+        "invalid_request",
+        "forbidden",
+        "not_found",
+        "unknown_recipient",
+        "recipient_unavailable",
+        "payload_too_large",
+    }
+)

@@ -1,0 +1,305 @@
+"""Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal, Mapping, Optional, Union
+
+DeliveryClass = Literal["sync", "async"]
+RecipientState = Literal["available", "not_available_stale", "not_available_offline"]
+PublishPath = Literal["pushed_to_ws", "buffered_for_piggyback", "queued_offline"]
+RecallOutcome = Literal["recalled", "already_delivered", "already_expired", "not_found"]
+SessionKind = Literal["daemon", "shim", "interactive"]
+
+_FRACTION = re.compile(r"\.(\d+)")
+
+
+def parse_time(value: Any) -> Optional[datetime]:
+    """RFC 3339 → aware datetime (any number of fraction digits, ``Z`` or an offset)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"expected an RFC 3339 string, got {value!r}")
+    text = value.strip().replace("z", "Z")
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    text = _FRACTION.sub(lambda m: "." + (m.group(1) + "000000")[:6], text, count=1)
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed
+
+
+def _req(obj: Mapping[str, Any], key: str) -> Any:
+    if key not in obj:
+        from .errors import ProtocolError
+
+        raise ProtocolError(f"the bus's answer lacks {key!r}: {dict(obj)!r}")
+    return obj[key]
+
+
+@dataclass(frozen=True)
+class Welcome:
+    session_id: str
+    tenant: str
+    identity: str
+    heartbeat_interval_ms: int
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Welcome":
+        return cls(
+            session_id=_req(obj, "session_id"),
+            tenant=_req(obj, "tenant"),
+            identity=_req(obj, "identity"),
+            heartbeat_interval_ms=int(obj.get("heartbeat_interval_ms") or 15000),
+        )
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A signal as pushed or drained (CONTRACT §5 push frame)."""
+
+    id: str
+    from_: str
+    to: str
+    type: str
+    category: str
+    priority: int
+    payload: Any
+    delivery_class: DeliveryClass
+    created_at: datetime
+    expires_at: datetime
+    correlation_id: Optional[str] = None
+    redelivered: bool = False
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Signal":
+        return cls(
+            id=_req(obj, "id"),
+            from_=_req(obj, "from"),
+            to=_req(obj, "to"),
+            type=_req(obj, "type"),
+            category=obj.get("category", ""),
+            priority=int(obj.get("priority", 0)),
+            payload=obj.get("payload"),
+            delivery_class=obj.get("delivery_class", "async"),
+            created_at=parse_time(_req(obj, "created_at")),  # type: ignore[arg-type]
+            expires_at=parse_time(_req(obj, "expires_at")),  # type: ignore[arg-type]
+            correlation_id=obj.get("correlation_id"),
+            redelivered=bool(obj.get("redelivered", False)),
+            raw=dict(obj),
+        )
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """The bus accepted the send (CONTRACT §4). ``dedupe_key`` is the key the send carried
+    (the caller's, or one the client generated)."""
+
+    signal_id: str
+    delivered: bool
+    queued: bool
+    recipient_state: RecipientState
+    delivery_class: DeliveryClass
+    created_at: datetime
+    expires_at: datetime
+    resolved_to_session: Optional[str]
+    publish_path: PublishPath
+    redacted: list[str] = field(default_factory=list)
+    dedupe_key: Optional[str] = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    spooled = False
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], dedupe_key: Optional[str] = None) -> "SendResult":
+        return cls(
+            signal_id=_req(obj, "signal_id"),
+            delivered=bool(obj.get("delivered", False)),
+            queued=bool(obj.get("queued", False)),
+            recipient_state=_req(obj, "recipient_state"),
+            delivery_class=_req(obj, "delivery_class"),
+            created_at=parse_time(_req(obj, "created_at")),  # type: ignore[arg-type]
+            expires_at=parse_time(_req(obj, "expires_at")),  # type: ignore[arg-type]
+            resolved_to_session=obj.get("resolved_to_session"),
+            publish_path=_req(obj, "publish_path"),
+            redacted=list(obj.get("redacted") or []),
+            dedupe_key=dedupe_key,
+            raw=dict(obj),
+        )
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """The bus was unreachable or answered 503: the send waits in the local spool and is
+    replayed (with ``dedupe_key``, so it can never create a second signal) when the bus is back.
+    ``reason`` says why it was spooled; ``entry`` is the spool file's name."""
+
+    dedupe_key: str
+    entry: str
+    reason: str
+    spooled_at: datetime
+    ttl_seconds: int
+
+    spooled = True
+
+
+SendOutcome = Union[SendResult, Spooled]
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    outcome: RecallOutcome
+
+    @property
+    def recalled(self) -> bool:
+        return self.outcome == "recalled"
+
+
+@dataclass(frozen=True)
+class SignalRow:
+    """A signal's row (CONTRACT §10 columns), from ``get`` and ``list``."""
+
+    id: str
+    tenant: str
+    from_identity: str
+    to_identity: str
+    signal_type: str
+    category: str
+    priority: int
+    payload: Any
+    delivery_class: DeliveryClass
+    recipient_state: Optional[str]
+    publish_path: Optional[str]
+    correlation_id: Optional[str]
+    created_at: datetime
+    expires_at: datetime
+    delivered_at: Optional[datetime] = None
+    expired_at: Optional[datetime] = None
+    recalled_at: Optional[datetime] = None
+    delivered_via: Optional[str] = None
+    resolved_to_session: Optional[str] = None
+    acked_at: Optional[datetime] = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def status(self) -> str:
+        """``pending``, ``delivered``, ``expired`` or ``recalled``."""
+        if self.delivered_at is not None:
+            return "delivered"
+        if self.recalled_at is not None:
+            return "recalled"
+        if self.expired_at is not None:
+            return "expired"
+        return "pending"
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "SignalRow":
+        return cls(
+            id=_req(obj, "id"),
+            tenant=obj.get("tenant", ""),
+            from_identity=_req(obj, "from_identity"),
+            to_identity=_req(obj, "to_identity"),
+            signal_type=_req(obj, "signal_type"),
+            category=obj.get("category", ""),
+            priority=int(obj.get("priority", 0)),
+            payload=obj.get("payload"),
+            delivery_class=obj.get("delivery_class", "async"),
+            recipient_state=obj.get("recipient_state"),
+            publish_path=obj.get("publish_path"),
+            correlation_id=obj.get("correlation_id"),
+            created_at=parse_time(_req(obj, "created_at")),  # type: ignore[arg-type]
+            expires_at=parse_time(_req(obj, "expires_at")),  # type: ignore[arg-type]
+            delivered_at=parse_time(obj.get("delivered_at")),
+            expired_at=parse_time(obj.get("expired_at")),
+            recalled_at=parse_time(obj.get("recalled_at")),
+            delivered_via=obj.get("delivered_via"),
+            resolved_to_session=obj.get("resolved_to_session"),
+            acked_at=parse_time(obj.get("acked_at")),
+            raw=dict(obj),
+        )
+
+
+@dataclass(frozen=True)
+class SignalPage:
+    signals: list[SignalRow]
+    next_cursor: Optional[str]
+
+
+@dataclass(frozen=True)
+class Agent:
+    identity: str
+    tenant: str
+    kind: str
+    state: RecipientState
+    live_sessions: int
+    last_heartbeat: Optional[datetime]
+    registered_at: Optional[datetime]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], tenant: str = "") -> "Agent":
+        return cls(
+            identity=_req(obj, "identity"),
+            tenant=obj.get("tenant", tenant),
+            kind=obj.get("kind", ""),
+            state=obj.get("state", "not_available_offline"),
+            live_sessions=int(obj.get("live_sessions", 0)),
+            last_heartbeat=parse_time(obj.get("last_heartbeat")),
+            registered_at=parse_time(obj.get("registered_at")),
+        )
+
+
+@dataclass(frozen=True)
+class Registration:
+    """``register``/``rotate`` answer: the agent's token (shown once)."""
+
+    tenant: str
+    identity: str
+    token: str
+
+
+@dataclass(frozen=True)
+class PluginState:
+    plugin: str
+    state: Any
+    seq: int
+    updated_at: Optional[datetime]
+
+
+@dataclass(frozen=True)
+class Fact:
+    seq: int
+    fact_type: str
+    state: Any
+    recorded_by: str
+    created_at: Optional[datetime]
+
+
+@dataclass(frozen=True)
+class FactPage:
+    facts: list[Fact]
+    next_before_seq: Optional[int]
+
+
+# CONTRACT §3: the type's default TTL, used to compute a spooled send's remaining TTL when the
+# caller gave none. A deployment that overrides type defaults should pass ttl_seconds explicitly.
+DEFAULT_TTL_SECONDS: dict[str, int] = {
+    "Blocker": 4 * 3600,
+    "Question": 3600,
+    "ReviewRequested": 24 * 3600,
+    "TaskAssigned": 7 * 24 * 3600,
+    "TaskCompleted": 24 * 3600,
+    "StatusUpdate": 24 * 3600,
+    "Acknowledgment": 3600,
+    "MasterPreempted": 120,
+    "PeerJoined": 300,
+    "PeerLeft": 300,
+}
+FALLBACK_TTL_SECONDS = 24 * 3600
+
+
+def default_ttl(signal_type: str) -> int:
+    return DEFAULT_TTL_SECONDS.get(signal_type, FALLBACK_TTL_SECONDS)

@@ -1,0 +1,195 @@
+/** Typed errors. Every error carries the bus's `code` and says what to do (`hint`). */
+
+export type ErrorDetails = Record<string, unknown>;
+
+export interface ErrorInit {
+  code?: string;
+  status?: number;
+  hint?: string;
+  details?: ErrorDetails;
+  cause?: unknown;
+}
+
+/**
+ * Base class of every error this client throws. `code` is the bus's error code (CONTRACT §8) or a
+ * client-side one (`transport`, `timeout`, `closed`, `spool_full`, `ask_timeout`,
+ * `expired_in_spool`, `protocol`); `status` the HTTP status when the answer came over HTTP;
+ * `hint` what to do about it; `details` every other field of the bus's error object.
+ */
+export class SignalbusError extends Error {
+  static readonly code: string = "error";
+  static readonly hint: string = "";
+  readonly code: string;
+  readonly status: number | undefined;
+  readonly hint: string;
+  readonly details: ErrorDetails;
+  /** The bus's message, without the code and hint. */
+  readonly detail: string;
+
+  constructor(message: string, init: ErrorInit = {}) {
+    const ctor = new.target as unknown as { code: string; hint: string };
+    const code = init.code ?? ctor.code;
+    const hint = init.hint ?? ctor.hint;
+    super(hint ? `${code}: ${message} (${hint})` : `${code}: ${message}`, init.cause !== undefined ? { cause: init.cause } : undefined);
+    this.name = new.target.name;
+    this.code = code;
+    this.hint = hint;
+    this.status = init.status;
+    this.details = { ...(init.details ?? {}) };
+    this.detail = message;
+  }
+}
+
+export class InvalidRequest extends SignalbusError {
+  static override readonly code = "invalid_request";
+  static override readonly hint = "fix the request: the message names the field; retrying it unchanged fails again";
+}
+export class Unauthorized extends SignalbusError {
+  static override readonly code = "unauthorized";
+  static override readonly hint = "the token is missing, wrong, rotated or removed: get a valid token (admin rotate) and build a new client";
+}
+export class Forbidden extends SignalbusError {
+  static override readonly code = "forbidden";
+  static override readonly hint = "this token may not do that (agent vs admin, another tenant, a plugin you do not own)";
+}
+export class NotFound extends SignalbusError {
+  static override readonly code = "not_found";
+  static override readonly hint = "no such resource visible to you; check the id or name";
+}
+export class UnknownRecipient extends SignalbusError {
+  static override readonly code = "unknown_recipient";
+  static override readonly hint = "the recipient is not registered in your tenant: register it (admin) or fix the name";
+}
+/** A sync send bounced: the recipient was stale or offline; nothing was queued, nothing will ever be delivered. */
+export class RecipientUnavailable extends SignalbusError {
+  static override readonly code = "recipient_unavailable";
+  static override readonly hint = "nothing was queued: send async to queue it, or retry later with a new dedupe_key";
+  get recipientState(): string | undefined {
+    return this.details.recipient_state as string | undefined;
+  }
+  get signalId(): string | undefined {
+    return this.details.signal_id as string | undefined;
+  }
+}
+export class AlreadyRegistered extends SignalbusError {
+  static override readonly code = "already_registered";
+  static override readonly hint = "the identity exists: rotate its token instead of registering it again";
+}
+export class PayloadTooLarge extends SignalbusError {
+  static override readonly code = "payload_too_large";
+  static override readonly hint = "payloads are at most 64 KiB encoded, plugin states 1 MiB: send less, or a reference to it";
+}
+export class RateLimited extends SignalbusError {
+  static override readonly code = "rate_limited";
+  static override readonly hint = "over the per-identity quota: nothing was recorded; retry after retryAfterMs";
+  get retryAfterMs(): number | undefined {
+    const v = this.details.retry_after_ms;
+    if (typeof v === "number") return v;
+    const m = /(\d+(?:\.\d+)?)\s*(ms|s)\b/.exec(this.detail);
+    if (m) return m[2] === "ms" ? Number(m[1]) : Number(m[1]) * 1000;
+    return undefined;
+  }
+}
+export class Unavailable extends SignalbusError {
+  static override readonly code = "unavailable";
+  static override readonly hint = "the bus took nothing: retry later with the same dedupe_key (or give the client a spool)";
+}
+export class InternalError extends SignalbusError {
+  static override readonly code = "internal";
+  static override readonly hint = "the bus failed; retry later with the same dedupe_key and report it if it persists";
+}
+/**
+ * The bus could not be reached, or the connection dropped before an answer came. For a send the
+ * outcome is unknown: retry with the same dedupe_key (`dedupeKey`), which answers the original
+ * signal if it was stored.
+ */
+export class TransportError extends SignalbusError {
+  static override readonly code: string = "transport";
+  static override readonly hint: string = "the outcome is unknown: retry with the same dedupe_key once the bus is reachable";
+  get dedupeKey(): string | undefined {
+    return this.details.dedupe_key as string | undefined;
+  }
+}
+export class RequestTimeout extends TransportError {
+  static override readonly code = "timeout";
+  static override readonly hint = "no answer in time, the outcome is unknown: retry with the same dedupe_key";
+}
+export class ClientClosed extends SignalbusError {
+  static override readonly code = "closed";
+  static override readonly hint = "the client was closed: build a new one";
+}
+export class SpoolFull extends SignalbusError {
+  static override readonly code = "spool_full";
+  static override readonly hint = "the send is larger than the whole spool (maxBytes): raise the cap or send less";
+}
+/** A spooled send's TTL ran out before the bus was back: it was dropped, never sent. */
+export class SpoolExpired extends SignalbusError {
+  static override readonly code = "expired_in_spool";
+  static override readonly hint = "the bus was unreachable for longer than the signal's TTL; send it again if it still matters";
+}
+/** No reply carrying the ask's correlation_id arrived in time (the question was sent). */
+export class AskTimeout extends SignalbusError {
+  static override readonly code = "ask_timeout";
+  static override readonly hint = "no reply in time: the question was sent; wait longer, or recall it (signalId)";
+  get signalId(): string | undefined {
+    return (this.details.signal_id as string | null | undefined) ?? undefined;
+  }
+  get correlationId(): string | undefined {
+    return this.details.correlation_id as string | undefined;
+  }
+}
+export class ProtocolError extends SignalbusError {
+  static override readonly code = "protocol";
+  static override readonly hint = "the bus answered something this client does not understand: check the versions";
+}
+
+type ErrorClass = new (message: string, init?: ErrorInit) => SignalbusError;
+
+const BY_CODE: Record<string, ErrorClass> = {
+  invalid_request: InvalidRequest,
+  unauthorized: Unauthorized,
+  forbidden: Forbidden,
+  not_found: NotFound,
+  unknown_recipient: UnknownRecipient,
+  recipient_unavailable: RecipientUnavailable,
+  already_registered: AlreadyRegistered,
+  payload_too_large: PayloadTooLarge,
+  rate_limited: RateLimited,
+  unavailable: Unavailable,
+  internal: InternalError,
+};
+
+const BY_STATUS: Record<number, ErrorClass> = {
+  400: InvalidRequest,
+  401: Unauthorized,
+  403: Forbidden,
+  404: NotFound,
+  413: PayloadTooLarge,
+  429: RateLimited,
+  503: Unavailable,
+};
+
+/** The typed error of a bus error object (`{code,message,...}`) or body (`{error:{...}}`). */
+export function errorFromBody(body: unknown, status?: number): SignalbusError {
+  let obj: Record<string, unknown> = {};
+  if (body && typeof body === "object") {
+    const b = body as Record<string, unknown>;
+    obj = b.error && typeof b.error === "object" ? (b.error as Record<string, unknown>) : b;
+  }
+  const code = typeof obj.code === "string" ? obj.code : undefined;
+  const message = typeof obj.message === "string" ? obj.message : status ? `the bus answered ${status}` : "the bus answered an error";
+  const details: ErrorDetails = {};
+  for (const [k, v] of Object.entries(obj)) if (k !== "code" && k !== "message") details[k] = v;
+  const cls = (code && BY_CODE[code]) || (status && BY_STATUS[status]) || (status && status >= 500 ? InternalError : SignalbusError);
+  return new cls(message, { code: code ?? (cls as unknown as { code: string }).code, status, details });
+}
+
+/** Codes after which a spooled send is settled (the bus answered it for good): the entry is deleted. */
+export const DEFINITIVE_CODES: ReadonlySet<string> = new Set([
+  "invalid_request",
+  "forbidden",
+  "not_found",
+  "unknown_recipient",
+  "recipient_unavailable",
+  "payload_too_large",
+]);

@@ -1,0 +1,254 @@
+/** Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10). Timestamps are RFC 3339 strings. */
+
+import { ProtocolError } from "./errors.js";
+
+export type DeliveryClass = "sync" | "async";
+export type RecipientState = "available" | "not_available_stale" | "not_available_offline";
+export type PublishPath = "pushed_to_ws" | "buffered_for_piggyback" | "queued_offline";
+export type RecallOutcome = "recalled" | "already_delivered" | "already_expired" | "not_found";
+export type SessionKind = "daemon" | "shim" | "interactive";
+export type Json = unknown;
+
+export interface Welcome {
+  sessionId: string;
+  tenant: string;
+  identity: string;
+  heartbeatIntervalMs: number;
+}
+
+/** A signal as pushed or drained (CONTRACT §5 push frame). */
+export interface Signal {
+  id: string;
+  from: string;
+  to: string;
+  type: string;
+  category: string;
+  priority: number;
+  payload: Json;
+  deliveryClass: DeliveryClass;
+  createdAt: string;
+  expiresAt: string;
+  correlationId: string | null;
+  redelivered: boolean;
+  /** The frame's signal object as the bus sent it. */
+  raw: Record<string, unknown>;
+}
+
+/** The bus accepted the send. `dedupeKey` is the key it carried (the caller's or a generated one). */
+export interface SendResult {
+  spooled: false;
+  signalId: string;
+  delivered: boolean;
+  queued: boolean;
+  recipientState: RecipientState;
+  deliveryClass: DeliveryClass;
+  createdAt: string;
+  expiresAt: string;
+  resolvedToSession: string | null;
+  publishPath: PublishPath;
+  redacted: string[];
+  dedupeKey: string;
+  raw: Record<string, unknown>;
+}
+
+/**
+ * The bus was unreachable or answered 503: the send waits in the spool and is replayed (with
+ * `dedupeKey`, so it can never create a second signal) once the bus is back.
+ */
+export interface Spooled {
+  spooled: true;
+  dedupeKey: string;
+  /** The spool entry's name. */
+  entry: string;
+  reason: string;
+  spooledAt: string;
+  ttlSeconds: number;
+}
+
+export type SendOutcome = SendResult | Spooled;
+
+export interface SendOptions {
+  deliveryClass?: DeliveryClass;
+  ttlSeconds?: number;
+  correlationId?: string;
+  dedupeKey?: string;
+  /** false: throw instead of spooling when the bus cannot take it. */
+  spool?: boolean;
+}
+
+/** A signal's row (CONTRACT §10 columns), from `get` and `list`. */
+export interface SignalRow {
+  id: string;
+  tenant: string;
+  fromIdentity: string;
+  toIdentity: string;
+  signalType: string;
+  category: string;
+  priority: number;
+  payload: Json;
+  deliveryClass: DeliveryClass;
+  recipientState: string | null;
+  publishPath: string | null;
+  correlationId: string | null;
+  createdAt: string;
+  expiresAt: string;
+  deliveredAt: string | null;
+  expiredAt: string | null;
+  recalledAt: string | null;
+  deliveredVia: string | null;
+  resolvedToSession: string | null;
+  ackedAt: string | null;
+  status: "pending" | "delivered" | "expired" | "recalled";
+  raw: Record<string, unknown>;
+}
+
+export interface SignalPage {
+  signals: SignalRow[];
+  nextCursor: string | null;
+}
+
+export interface Agent {
+  identity: string;
+  tenant: string;
+  kind: string;
+  state: RecipientState;
+  liveSessions: number;
+  lastHeartbeat: string | null;
+  registeredAt: string | null;
+}
+
+/** `register`/`rotate` answer: the agent's token (shown once). */
+export interface Registration {
+  tenant: string;
+  identity: string;
+  token: string;
+}
+
+export interface PluginState {
+  plugin: string;
+  state: Json;
+  seq: number;
+  updatedAt: string | null;
+}
+
+export interface Fact {
+  seq: number;
+  factType: string;
+  state: Json;
+  recordedBy: string;
+  createdAt: string | null;
+}
+
+export interface FactPage {
+  facts: Fact[];
+  nextBeforeSeq: number | null;
+}
+
+type Obj = Record<string, unknown>;
+
+function req<T>(obj: Obj, key: string): T {
+  if (!(key in obj)) throw new ProtocolError(`the bus's answer lacks ${JSON.stringify(key)}: ${JSON.stringify(obj).slice(0, 300)}`);
+  return obj[key] as T;
+}
+const opt = <T>(obj: Obj, key: string): T | null => (obj[key] ?? null) as T | null;
+
+export function parseWelcome(o: Obj): Welcome {
+  return {
+    sessionId: req(o, "session_id"),
+    tenant: req(o, "tenant"),
+    identity: req(o, "identity"),
+    heartbeatIntervalMs: Number(o.heartbeat_interval_ms ?? 15000),
+  };
+}
+
+export function parseSignal(o: Obj): Signal {
+  return {
+    id: req(o, "id"),
+    from: req(o, "from"),
+    to: req(o, "to"),
+    type: req(o, "type"),
+    category: (o.category as string) ?? "",
+    priority: Number(o.priority ?? 0),
+    payload: o.payload ?? null,
+    deliveryClass: (o.delivery_class as DeliveryClass) ?? "async",
+    createdAt: req(o, "created_at"),
+    expiresAt: req(o, "expires_at"),
+    correlationId: opt(o, "correlation_id"),
+    redelivered: Boolean(o.redelivered),
+    raw: o,
+  };
+}
+
+export function parseSendResult(o: Obj, dedupeKey: string): SendResult {
+  return {
+    spooled: false,
+    signalId: req(o, "signal_id"),
+    delivered: Boolean(o.delivered),
+    queued: Boolean(o.queued),
+    recipientState: req(o, "recipient_state"),
+    deliveryClass: req(o, "delivery_class"),
+    createdAt: req(o, "created_at"),
+    expiresAt: req(o, "expires_at"),
+    resolvedToSession: opt(o, "resolved_to_session"),
+    publishPath: req(o, "publish_path"),
+    redacted: Array.isArray(o.redacted) ? (o.redacted as string[]) : [],
+    dedupeKey,
+    raw: o,
+  };
+}
+
+export function parseSignalRow(o: Obj): SignalRow {
+  const row = {
+    id: req<string>(o, "id"),
+    tenant: (o.tenant as string) ?? "",
+    fromIdentity: req<string>(o, "from_identity"),
+    toIdentity: req<string>(o, "to_identity"),
+    signalType: req<string>(o, "signal_type"),
+    category: (o.category as string) ?? "",
+    priority: Number(o.priority ?? 0),
+    payload: o.payload ?? null,
+    deliveryClass: (o.delivery_class as DeliveryClass) ?? "async",
+    recipientState: opt<string>(o, "recipient_state"),
+    publishPath: opt<string>(o, "publish_path"),
+    correlationId: opt<string>(o, "correlation_id"),
+    createdAt: req<string>(o, "created_at"),
+    expiresAt: req<string>(o, "expires_at"),
+    deliveredAt: opt<string>(o, "delivered_at"),
+    expiredAt: opt<string>(o, "expired_at"),
+    recalledAt: opt<string>(o, "recalled_at"),
+    deliveredVia: opt<string>(o, "delivered_via"),
+    resolvedToSession: opt<string>(o, "resolved_to_session"),
+    ackedAt: opt<string>(o, "acked_at"),
+    raw: o,
+  };
+  const status = row.deliveredAt ? "delivered" : row.recalledAt ? "recalled" : row.expiredAt ? "expired" : "pending";
+  return { ...row, status };
+}
+
+export function parseAgent(o: Obj, tenant = ""): Agent {
+  return {
+    identity: req(o, "identity"),
+    tenant: (o.tenant as string) ?? tenant,
+    kind: (o.kind as string) ?? "",
+    state: (o.state as RecipientState) ?? "not_available_offline",
+    liveSessions: Number(o.live_sessions ?? 0),
+    lastHeartbeat: opt(o, "last_heartbeat"),
+    registeredAt: opt(o, "registered_at"),
+  };
+}
+
+/** CONTRACT §3 default TTLs: a spooled send without ttlSeconds keeps what is left of its type's. */
+export const DEFAULT_TTL_SECONDS: Readonly<Record<string, number>> = {
+  Blocker: 4 * 3600,
+  Question: 3600,
+  ReviewRequested: 24 * 3600,
+  TaskAssigned: 7 * 24 * 3600,
+  TaskCompleted: 24 * 3600,
+  StatusUpdate: 24 * 3600,
+  Acknowledgment: 3600,
+  MasterPreempted: 120,
+  PeerJoined: 300,
+  PeerLeft: 300,
+};
+export const FALLBACK_TTL_SECONDS = 24 * 3600;
+export const defaultTtl = (type: string): number => DEFAULT_TTL_SECONDS[type] ?? FALLBACK_TTL_SECONDS;

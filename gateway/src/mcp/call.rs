@@ -1,0 +1,170 @@
+//! A tool call as data: `parse` turns a tool name and its arguments into a `Call` (or names the
+//! field that is wrong), and `answer` turns an outcome into the tool result of CONTRACT §12 —
+//! `structuredContent` with the same JSON as one text block, `isError` with the §8 error body.
+//! `/mcp` runs a `Call` against the gateway's commands; the stdio shim maps it to HTTP calls.
+//!
+//! Deliberately pure: no I/O, no authentication. Arguments are checked as the matching HTTP
+//! call checks its body (same messages), through the same `wire` parsers.
+
+use bus::send::SendRequest;
+use rmcp::model::CallToolResult;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::wire;
+
+/// One tool call, its arguments checked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    /// `send_signal`: the parsed request, and the arguments as given (the HTTP body).
+    Send {
+        request: SendRequest,
+        body: Map<String, Value>,
+    },
+    /// `recall_signal`: any text; one that is not a uuid is `not_found`, as over HTTP.
+    Recall {
+        signal_id: String,
+    },
+    CheckInbox {
+        drain: bool,
+        limit: u32,
+    },
+    Ack {
+        signal_ids: Vec<Uuid>,
+    },
+    GetSignal {
+        signal_id: String,
+    },
+    ListAgents,
+    RecordFact {
+        plugin: String,
+        fact_type: String,
+        state: Value,
+    },
+    PluginState {
+        plugin: String,
+    },
+}
+
+/// Reads the call of tool `name`; `None` when there is no such tool.
+pub fn parse(name: &str, args: Option<&Map<String, Value>>) -> Option<Result<Call, ApiError>> {
+    let empty = Map::new();
+    let args = args.unwrap_or(&empty);
+    let call = match name {
+        "send_signal" => wire::parse_send(args).map(|request| Call::Send { request, body: args.clone() }),
+        "recall_signal" => only(args, &["signal_id"])
+            .and_then(|()| required_str(args, "signal_id"))
+            .map(|signal_id| Call::Recall { signal_id }),
+        "check_inbox" => only(args, &["drain", "limit"]).and_then(|()| inbox(args)),
+        "ack_signals" => wire::parse_ack_ids(args).map(|signal_ids| Call::Ack { signal_ids }),
+        "get_signal" => only(args, &["signal_id"])
+            .and_then(|()| required_str(args, "signal_id"))
+            .map(|signal_id| Call::GetSignal { signal_id }),
+        "list_agents" => only(args, &[]).map(|()| Call::ListAgents),
+        "record_fact" => only(args, &["plugin", "fact_type", "state"]).and_then(|()| {
+            let plugin = required_str(args, "plugin")?;
+            let fact_type = required_str(args, "fact_type")?;
+            let state = args.get("state").cloned().ok_or_else(|| ApiError::invalid("state is required"))?;
+            Ok(Call::RecordFact { plugin, fact_type, state })
+        }),
+        "plugin_state" => only(args, &["plugin"])
+            .and_then(|()| required_str(args, "plugin"))
+            .map(|plugin| Call::PluginState { plugin }),
+        _ => return None,
+    };
+    Some(call)
+}
+
+fn only(args: &Map<String, Value>, allowed: &[&str]) -> Result<(), ApiError> {
+    match args.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::invalid(format!("unknown field {k:?}"))),
+        None => Ok(()),
+    }
+}
+
+fn required_str(args: &Map<String, Value>, key: &str) -> Result<String, ApiError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Err(ApiError::invalid(format!("{key} is required"))),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(ApiError::invalid(format!("{key} must be a string"))),
+    }
+}
+
+fn inbox(args: &Map<String, Value>) -> Result<Call, ApiError> {
+    let drain = match args.get("drain") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(ApiError::invalid("drain must be true or false")),
+    };
+    let limit = match args.get("limit") {
+        None | Some(Value::Null) => 100,
+        Some(v) => {
+            v.as_u64()
+                .filter(|l| (1..=1000).contains(l))
+                .ok_or_else(|| ApiError::invalid("limit must be a whole number between 1 and 1000"))? as u32
+        }
+    };
+    Ok(Call::CheckInbox { drain, limit })
+}
+
+/// The tool result: `Ok` is the HTTP answer's body, `Err` its §8 error body (`isError: true`).
+/// `signals` that rode along are added as `"signals"` when there are any (an answer that lists
+/// signals of its own, `check_inbox`, never gets more).
+pub fn answer(outcome: Result<Value, Value>, signals: Vec<Value>) -> CallToolResult {
+    let (mut body, failed) = match outcome {
+        Ok(v) => (v, false),
+        Err(e) => (e, true),
+    };
+    if !signals.is_empty() {
+        if let Value::Object(map) = &mut body {
+            map.insert("signals".into(), Value::Array(signals));
+        }
+    }
+    if failed {
+        CallToolResult::structured_error(body)
+    } else {
+        CallToolResult::structured(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(name: &str, args: Value) -> Result<Call, String> {
+        let map = args.as_object().cloned().unwrap();
+        parse(name, Some(&map)).expect("a known tool").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn arguments_are_read_like_the_http_bodies_and_errors_name_the_field() {
+        assert!(parse("send_signals", None).is_none());
+        assert_eq!(call("send_signal", json!({"type": "X"})).unwrap_err(), "to is required");
+        assert_eq!(call("send_signal", json!({"to": "b", "type": 7})).unwrap_err(), "type must be a string");
+        assert!(call("send_signal", json!({"to": "b", "type": "X", "from": "eve"})).unwrap_err().starts_with("from"));
+        assert_eq!(call("recall_signal", json!({})).unwrap_err(), "signal_id is required");
+        assert_eq!(call("get_signal", json!({"signal_id": 1})).unwrap_err(), "signal_id must be a string");
+        assert_eq!(call("check_inbox", json!({"drain": "yes"})).unwrap_err(), "drain must be true or false");
+        assert!(call("check_inbox", json!({"limit": 0})).unwrap_err().starts_with("limit must be"));
+        assert_eq!(call("check_inbox", json!({})).unwrap(), Call::CheckInbox { drain: false, limit: 100 });
+        assert_eq!(call("ack_signals", json!({"signal_ids": ["x"]})).unwrap_err(), "signal_ids[0] is not a uuid");
+        assert_eq!(call("list_agents", json!({"tenant": "t"})).unwrap_err(), "unknown field \"tenant\"");
+        assert_eq!(call("record_fact", json!({"plugin": "a", "fact_type": "t"})).unwrap_err(), "state is required");
+        assert_eq!(parse("list_agents", None).unwrap().unwrap(), Call::ListAgents);
+    }
+
+    #[test]
+    fn answers_carry_the_body_as_structured_content_and_as_text() {
+        let ok = answer(Ok(json!({"outcome": "recalled"})), vec![json!({"id": "s"})]);
+        assert_eq!(ok.is_error, Some(false));
+        let body = json!({"outcome": "recalled", "signals": [{"id": "s"}]});
+        assert_eq!(ok.structured_content, Some(body.clone()));
+        assert_eq!(ok.content[0].as_text().unwrap().text, body.to_string());
+        let err = answer(Err(ApiError::invalid("to is required").body()), vec![]);
+        assert_eq!(err.is_error, Some(true));
+        assert_eq!(err.structured_content.unwrap()["error"]["code"], "invalid_request");
+    }
+}

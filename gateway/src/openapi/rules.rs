@@ -1,0 +1,102 @@
+//! What the server enforces, said in JSON Schema: the name patterns of `bus::names`, the enums
+//! of the query parameters, the text rules of stored strings, and one schema per parameter
+//! name, applied wherever that name appears (path or query).
+//!
+//! Deliberately one table, checked against the validators themselves (`tests`), so a fuzzer
+//! reading the document sends what the server takes and expects refusals where it refuses.
+
+use serde_json::{json, Value};
+
+/// `bus::names::validate_identity`.
+pub const IDENTITY: &str = "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$";
+/// `bus::names::validate_tenant`.
+pub const TENANT: &str = "^[a-z0-9][a-z0-9_-]{0,62}$";
+/// `bus::names::validate_signal_type`.
+pub const SIGNAL_TYPE: &str = "^[A-Za-z][A-Za-z0-9_.]{0,63}$";
+/// `bus::names::validate_plugin`: `/`-separated identity-shaped segments, at most 256 bytes
+/// (`PLUGIN_MAX`; every allowed character is one byte).
+pub const PLUGIN: &str = "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}(/[A-Za-z0-9][A-Za-z0-9._:@-]{0,127})*$";
+pub const PLUGIN_MAX: u64 = 256;
+/// Text the bus stores may not contain U+0000 (PostgreSQL cannot hold it, so neither mode takes it).
+pub const NO_NUL: &str = "^[^\\x00]*$";
+
+/// The schema of a parameter named `name`, wherever it appears; `None` keeps the generated one.
+pub fn param(name: &str) -> Option<Value> {
+    Some(match name {
+        "id" => json!({"type": "string", "format": "uuid"}),
+        "identity" => json!({"type": "string", "pattern": IDENTITY}),
+        "tenant" => json!({"type": "string", "pattern": TENANT}),
+        "plugin" => json!({"type": "string", "pattern": PLUGIN, "maxLength": PLUGIN_MAX}),
+        "role" => json!({"type": "string", "enum": ["sent", "received"]}),
+        "status" => json!({"type": "string", "enum": ["pending", "delivered", "expired", "recalled"]}),
+        "kind" => json!({"type": "string", "enum": ["daemon", "shim", "interactive"]}),
+        "drain" => json!({"type": "boolean"}),
+        "cursor" => json!({"type": "string", "pattern": crate::http::signals::CURSOR_PATTERN}),
+        _ => return None,
+    })
+}
+
+/// Any JSON value whose strings and keys hold no U+0000: a send's `payload`, a fact's `state`.
+pub fn nul_free_json() -> Value {
+    let me = json!({"$ref": "#/components/schemas/NulFreeJson"});
+    json!({
+        "description": "any JSON value; no string or key may contain U+0000",
+        "anyOf": [
+            {"type": ["null", "boolean", "number"]},
+            {"type": "string", "pattern": NO_NUL},
+            {"type": "array", "items": me},
+            {"type": "object", "propertyNames": {"pattern": NO_NUL}, "additionalProperties": me}
+        ]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use bus::names::{validate_identity, validate_plugin, validate_signal_type, validate_tenant};
+
+    use super::*;
+
+    fn matches(pattern: &str, s: &str) -> bool {
+        jsonschema::is_valid(&json!({"type": "string", "pattern": pattern}), &json!(s))
+    }
+
+    #[test]
+    fn the_declared_patterns_accept_exactly_what_the_validators_accept() {
+        let long = "a".repeat(128);
+        let too_long = "a".repeat(129);
+        let samples = [
+            "alice",
+            "Alice.B-c_d:e@f",
+            "9",
+            "a/b",
+            "a//b",
+            "/a",
+            "a/",
+            ".a",
+            "-a",
+            "_a",
+            "a b",
+            "é",
+            "",
+            "\n",
+            "alice\n",
+            "default",
+            "Default",
+            "t-1_x",
+            "X9.y_z",
+            "9x",
+            &long,
+            &too_long,
+        ];
+        for s in samples {
+            assert_eq!(matches(IDENTITY, s), validate_identity(s).is_ok(), "identity {s:?}");
+            assert_eq!(matches(TENANT, s), validate_tenant(s).is_ok(), "tenant {s:?}");
+            assert_eq!(matches(SIGNAL_TYPE, s), validate_signal_type(s).is_ok(), "type {s:?}");
+            let plugin = jsonschema::is_valid(&param("plugin").unwrap(), &json!(s));
+            assert_eq!(plugin, validate_plugin(s).is_ok(), "plugin {s:?}");
+        }
+        let plugin = jsonschema::is_valid(&param("plugin").unwrap(), &json!(format!("{long}/{long}/x")));
+        assert!(!plugin && validate_plugin(&format!("{long}/{long}/x")).is_err(), "over 256 bytes");
+        assert!(matches(NO_NUL, "a\nb") && !matches(NO_NUL, "a\u{0}b"));
+    }
+}

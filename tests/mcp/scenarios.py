@@ -1,0 +1,319 @@
+"""MCP scenarios against a live signalbus, driven by the official MCP Python SDK (PyPI `mcp`).
+
+Run by the Rust tests (`testkit::mcp::run_scenario`) as `python scenarios.py NAME 'ARGS-JSON'`;
+ARGS carries the bus URL, the admin token and whatever the Rust side set up. Each scenario
+asserts and exits non-zero with a message on the first surprise. Bus state is checked through
+the plain HTTP API (stdlib urllib), never through the code under test.
+
+Deliberately uses the SDK's ordinary entry points (`Client` in its default `auto` mode, the
+streamable-HTTP and stdio transports): a client no one here wrote.
+"""
+
+import asyncio
+import json
+import sys
+import urllib.error
+import urllib.request
+import uuid
+
+import httpx2
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+RODE = []  # ids of every signal that rode along on a tool result (not check_inbox's own)
+TOOLS = ["send_signal", "recall_signal", "check_inbox", "ack_signals",
+         "get_signal", "list_agents", "record_fact", "plugin_state"]
+
+
+def check(cond, what, *context):
+    if not cond:
+        raise AssertionError(what + "".join(f"\n  {json.dumps(c, default=str)}" for c in context))
+
+
+class Bus:
+    def __init__(self, args):
+        self.url = args["url"]
+        self.admin = args["admin"]
+
+    def http(self, method, path, token, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def register(self, identity):
+        status, body = self.http("POST", "/v1/agents", self.admin, {"identity": identity})
+        check(status == 200, f"register {identity}", status, body)
+        return body["token"]
+
+    def row(self, token, signal_id):
+        status, body = self.http("GET", f"/v1/signals/{signal_id}", token)
+        check(status == 200, "signal row", status, body)
+        return body
+
+    def state_of(self, token, identity):
+        _, body = self.http("GET", "/v1/agents", token)
+        return next(a for a in body["agents"] if a["identity"] == identity)
+
+    def mcp(self, token, **kw):
+        """An MCP client on /mcp with the agent's bearer token."""
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=httpx2.Timeout(30, read=300))
+        return Client(streamable_http_client(self.url + "/mcp", http_client=http), **kw)
+
+
+async def eventually(what, probe, *context):
+    for _ in range(100):
+        if probe():
+            return
+        await asyncio.sleep(0.1)
+    check(False, what, *context)
+
+
+async def call(client, name, args=None):
+    """A tool call: (is_error, structuredContent), checking the text block carries the same JSON."""
+    r = await client.call_tool(name, args or {})
+    RODE.extend(s["id"] for s in (r.structured_content or {}).get("signals", []) if name != "check_inbox")
+    check(len(r.content) == 1 and r.content[0].type == "text", f"{name}: one text block", str(r))
+    check(json.loads(r.content[0].text) == r.structured_content, f"{name}: text == structuredContent", str(r))
+    return r.is_error, r.structured_content
+
+
+async def ok(client, name, args=None):
+    err, body = await call(client, name, args)
+    check(not err, f"{name} failed", args, body)
+    return body
+
+
+async def fails(client, name, args, code):
+    err, body = await call(client, name, args)
+    check(err and body["error"]["code"] == code, f"{name} should fail with {code}", args, body)
+    return body["error"]
+
+
+# ---------------------------------------------------------------- /mcp (Streamable HTTP)
+
+async def tools(bus, args):
+    token = bus.register("alice")
+    async with bus.mcp(token) as c:
+        listed = (await c.list_tools()).tools
+        check([t.name for t in listed] == TOOLS, "the eight tools, in order", [t.name for t in listed])
+        required = {"send_signal": ["to", "type"], "recall_signal": ["signal_id"], "check_inbox": [],
+                    "ack_signals": ["signal_ids"], "get_signal": ["signal_id"], "list_agents": [],
+                    "record_fact": ["plugin", "fact_type", "state"], "plugin_state": ["plugin"]}
+        for t in listed:
+            s = t.input_schema
+            check(s["type"] == "object" and s["required"] == required[t.name], f"{t.name} schema", s)
+            check(len(t.description) > 80, f"{t.name} has a description for the model", t.description)
+            for field, spec in s["properties"].items():
+                check(spec.get("description"), f"{t.name}.{field} is described", spec)
+        send = next(t for t in listed if t.name == "send_signal").input_schema["properties"]
+        check(send["delivery_class"]["enum"] == ["sync", "async"], "delivery classes", send)
+        # The session is a bus session: piggyback, shim, available.
+        me = bus.state_of(token, "alice")
+        check(me["state"] == "available" and me["live_sessions"] == 1, "the mcp session is live", me)
+
+
+async def sends(bus, args):
+    alice = args["alice"]
+    carol = args["carol"]  # a WebSocket agent the Rust side holds open
+    bus.register("bob")
+    async with bus.mcp(alice) as c:
+        # A signal the WebSocket agent sent before this session existed rides on its first call.
+        body = await ok(c, "list_agents")
+        rode = body.get("signals", [])
+        check([s["type"] for s in rode] == ["FromWs"], "the ws agent's signal rides along", body)
+        row = bus.row(alice, rode[0]["id"])
+        check(row["delivered_via"] == "piggyback" and row["resolved_to_session"], "delivered by piggyback", row)
+
+        e = await fails(c, "send_signal", {"to": "bob", "type": "Question", "delivery_class": "sync"},
+                        "recipient_unavailable")
+        check(e["recipient_state"] == "not_available_offline" and e["signal_id"], "bounce details", e)
+        q = await ok(c, "send_signal", {"to": "bob", "type": "StatusUpdate", "payload": {"n": 1}})
+        check(q["queued"] is True and q["delivered"] is False and q["publish_path"] == "queued_offline", "async", q)
+        # To the WebSocket agent: pushed, and delivered: true only once the stream holds it.
+        d = await ok(c, "send_signal", {"to": "carol", "type": "Question", "dedupe_key": "q-1",
+                                        "payload": {"ask": "ready?"}})
+        check(d["delivered"] is True and d["publish_path"] == "pushed_to_ws", "sync to ws", d)
+        again = await ok(c, "send_signal", {"to": "carol", "type": "Question", "dedupe_key": "q-1",
+                                            "payload": {"ask": "ready?"}})
+        check(again["signal_id"] == d["signal_id"], "dedupe answers the original", again, d)
+        check(bus.row(carol, d["signal_id"])["delivered_via"] == "ws_push", "pushed", d)
+        # Recall: outcomes, not errors.
+        r = await ok(c, "recall_signal", {"signal_id": q["signal_id"]})
+        check(r == {"outcome": "recalled"}, "recalled", r)
+        r = await ok(c, "recall_signal", {"signal_id": q["signal_id"]})
+        check(r == {"outcome": "recalled"}, "recalled again", r)
+        r = await ok(c, "recall_signal", {"signal_id": d["signal_id"]})
+        check(r == {"outcome": "already_delivered"}, "too late", r)
+        for unknown in [str(uuid.uuid4()), "not-a-uuid"]:
+            r = await ok(c, "recall_signal", {"signal_id": unknown})
+            check(r == {"outcome": "not_found"}, "not found", r)
+        # Plugin facts.
+        f = await ok(c, "record_fact", {"plugin": "alice/notes", "fact_type": "t", "state": {"k": 1, "token": "x"}})
+        check(f["seq"] == 1 and f["redacted"] == ["token"], "fact recorded, secret redacted", f)
+        s = await ok(c, "plugin_state", {"plugin": "alice/notes"})
+        check(s["state"] == {"k": 1, "token": "[REDACTED]"} and s["seq"] == 1, "state", s)
+        await fails(c, "record_fact", {"plugin": "bob", "fact_type": "t", "state": {}}, "forbidden")
+        g = await ok(c, "get_signal", {"signal_id": d["signal_id"]})
+        check(g["to_identity"] == "carol" and g["delivered_at"], "row", g)
+        await fails(c, "get_signal", {"signal_id": str(uuid.uuid4())}, "not_found")
+
+
+async def piggyback(bus, args):
+    alice, bob = bus.register("alice"), bus.register("bob")
+    async with bus.mcp(alice) as a:
+        async with bus.mcp(bob) as b:
+            sent = []
+            for kind, cls in [("StatusUpdate", "async"), ("Blocker", "sync")]:
+                s = await ok(a, "send_signal", {"to": "bob", "type": kind, "delivery_class": cls})
+                check(s["queued"] and s["publish_path"] == "buffered_for_piggyback"
+                      and s["recipient_state"] == "available" and s["resolved_to_session"], "buffered", s)
+                sent.append(s["signal_id"])
+            peek = await ok(b, "check_inbox")
+            check([x["id"] for x in peek["signals"]] == sent[::-1], "pending, priority first", peek)
+            body = await ok(b, "list_agents")
+            check([x["id"] for x in body.get("signals", [])] == sent[::-1], "both ride along", body)
+            for sid in sent:
+                row = bus.row(bob, sid)
+                check(row["delivered_via"] == "piggyback" and row["acked_at"] is None, "piggyback delivery", row)
+            body = await ok(b, "list_agents")
+            check("signals" not in body, "handed out once", body)
+            acked = await ok(b, "ack_signals", {"signal_ids": sent[:1]})
+            check(acked["acked"] == 1, "acked", acked)
+            check(bus.row(bob, sent[0])["acked_at"], "ack recorded", sent)
+        # bob's session is gone (DELETE): what it never acked comes back, redelivered.
+        await eventually("DELETE closed bob's session",
+                         lambda: bus.state_of(alice, "bob")["state"] == "not_available_offline")
+        async with bus.mcp(bob) as b:
+            drained = await ok(b, "check_inbox", {"drain": True})
+            check([(x["id"], x["redelivered"]) for x in drained["signals"]] == [(sent[1], True)], "redelivered",
+                  drained)
+            check(bus.row(bob, sent[1])["delivered_via"] == "inbox", "drained", sent)
+            await ok(b, "ack_signals", {"signal_ids": [sent[1]]})
+
+
+async def announce(bus, args):
+    alice, bob = bus.register("alice"), bus.register("bob")
+    heard = asyncio.Queue()
+
+    async def on_log(params):
+        await heard.put(params)
+
+    async with bus.mcp(bob, logging_callback=on_log) as b:
+        await ok(b, "list_agents")  # its GET stream is open once initialized
+        await asyncio.sleep(0.5)
+        async with bus.mcp(alice) as a:
+            s = await ok(a, "send_signal", {"to": "bob", "type": "Question", "payload": {"q": "lunch?"}})
+        note = await asyncio.wait_for(heard.get(), 10)
+        check(note.logger == "signalbus" and note.level == "notice", "a notice", note.model_dump())
+        check(note.data["event"] == "signal_pending" and note.data["signal_id"] == s["signal_id"]
+              and note.data["from"] == "alice", "announces the signal", note.data)
+        check(bus.row(bob, s["signal_id"])["delivered_at"] is None, "announced, not delivered", s)
+        got = await ok(b, "check_inbox", {"drain": True})
+        check([x["payload"] for x in got["signals"]] == [{"q": "lunch?"}], "then drained", got)
+
+
+async def bad_input(bus, args):
+    token = bus.register("alice")
+    bus.register("bob")
+    async with bus.mcp(token) as c:
+        try:
+            await c.call_tool("send_signals", {"to": "bob"})
+            check(False, "an unknown tool must fail")
+        except MCPError as e:
+            check("unknown tool" in str(e) and "send_signal" in str(e), "names the tools", str(e))
+        e = await fails(c, "send_signal", {"type": "X"}, "invalid_request")
+        check(e["message"] == "to is required", "names the field", e)
+        e = await fails(c, "send_signal", {"to": "bob", "type": "X", "ttl_seconds": "soon"}, "invalid_request")
+        check("ttl_seconds" in e["message"], "names the field", e)
+        e = await fails(c, "send_signal", {"to": "bob", "type": "X", "from": "eve"}, "invalid_request")
+        e = await fails(c, "ack_signals", {"signal_ids": "x"}, "invalid_request")
+        check("signal_ids" in e["message"], "names the field", e)
+        e = await fails(c, "check_inbox", {"drain": "yes"}, "invalid_request")
+        await fails(c, "send_signal", {"to": "nobody", "type": "X"}, "unknown_recipient")
+        big = {"to": "bob", "type": "X", "payload": {"blob": "x" * (70 * 1024)}}
+        await fails(c, "send_signal", big, "payload_too_large")
+        # Still the same session, still working.
+        s = await ok(c, "send_signal", {"to": "bob", "type": "X"})
+        check(s["queued"], "the session stays up", s)
+    # A bad token never gets a session.
+    try:
+        async with bus.mcp("sb_not_a_token") as c:
+            await c.list_tools()
+        check(False, "a bad token must be refused")
+    except Exception as e:  # the SDK reports the 401 as it sees fit
+        check("401" in repr(e) or "nauthorized" in repr(e) or isinstance(e, (MCPError, ExceptionGroup)),
+              "refused", repr(e))
+
+
+# ---------------------------------------------------------------- `signalbus mcp` (stdio)
+
+async def stdio(bus, args):
+    alice, bob = bus.register("alice"), bus.register("bob")
+    server = StdioServerParameters(command=args["bin"], args=["mcp", "--url", bus.url, "--token", alice])
+    heard = asyncio.Queue()
+
+    async def on_log(params):
+        await heard.put(params)
+
+    # A signal waiting before the shim starts reaches it by its startup drain.
+    _, early = bus.http("POST", "/v1/signals", bob, {"to": "alice", "type": "TaskAssigned", "payload": {"n": 0}})
+    async with Client(server, logging_callback=on_log) as c:
+        listed = [t.name for t in (await c.list_tools()).tools]
+        check(listed == TOOLS, "the same eight tools", listed)
+        q = await ok(c, "send_signal", {"to": "bob", "type": "StatusUpdate"})
+        check(q["queued"] and q["publish_path"] == "queued_offline", "async to an offline agent", q)
+        await fails(c, "send_signal", {"to": "bob", "type": "Blocker"}, "recipient_unavailable")
+        body = await ok(c, "list_agents")
+        me = next(a for a in body["agents"] if a["identity"] == "alice")
+        check(me["state"] == "available", "the shim holds a session", me)
+        for _ in range(50):  # pushed by the startup drain, a moment after the session opened
+            if early["signal_id"] in RODE:
+                break
+            await ok(c, "list_agents")
+            await asyncio.sleep(0.1)
+        check(early["signal_id"] in RODE, "the waiting signal rides along", RODE)
+        # A signal pushed while the agent waits is announced, then handed over and acked.
+        _, live = bus.http("POST", "/v1/signals", bob, {"to": "alice", "type": "Question", "payload": {"q": 1}})
+        check(live["delivered"] is True and live["publish_path"] == "pushed_to_ws", "pushed to the shim", live)
+        # The waiting signal may have been announced too, as its push arrived.
+        note = await asyncio.wait_for(heard.get(), 10)
+        while note.data["signal_id"] == early["signal_id"]:
+            note = await asyncio.wait_for(heard.get(), 10)
+        check(note.data["signal_id"] == live["signal_id"] and note.data["from"] == "bob", "announced over stdio",
+              note.data)
+        body = await ok(c, "get_signal", {"signal_id": live["signal_id"]})
+        check(RODE.count(live["signal_id"]) == 1 and body.get("signals", [{}])[0].get("id") == live["signal_id"],
+              "handed over, once", body, RODE)
+        check(body["delivered_via"] == "ws_push", "the row", body)
+        for sid in [live["signal_id"], early["signal_id"]]:
+            await eventually("acked once handed over", lambda: bus.row(alice, sid)["acked_at"], sid)
+        try:
+            await c.call_tool("nope", {})
+            check(False, "an unknown tool must fail")
+        except MCPError as e:
+            check("unknown tool" in str(e), "names it", str(e))
+        e = await fails(c, "get_signal", {}, "invalid_request")
+        check(e["message"] == "signal_id is required", "names the field", e)
+        r = await ok(c, "recall_signal", {"signal_id": q["signal_id"]})
+        check(r == {"outcome": "recalled"}, "recall through the shim", r)
+        await ok(c, "check_inbox", {"drain": True})
+    await eventually("the shim's session closed with it",
+                     lambda: bus.state_of(bob, "alice")["state"] == "not_available_offline")
+
+
+SCENARIOS = {f.__name__: f for f in [tools, sends, piggyback, announce, bad_input, stdio]}
+
+if __name__ == "__main__":
+    name, raw = sys.argv[1], sys.argv[2]
+    asyncio.run(SCENARIOS[name](Bus(json.loads(raw)), json.loads(raw)))
+    print(f"scenario {name}: ok")
