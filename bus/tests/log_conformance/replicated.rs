@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
 use bus::event::EventBody;
+use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
 use bus::log::{EventLog, Expect, SharedLog};
 use testkit::{NatsCluster, NatsVersion};
 use uuid::Uuid;
