@@ -37,38 +37,32 @@
 //! - `metrics`: the CONTRACT §11 series this crate records.
 
 pub mod admin;
+mod api;
 mod app;
 pub mod auth;
 mod commands;
 mod config;
-mod confirm;
 mod delivery;
 pub mod error;
-mod follower;
-mod http;
-mod hub;
 mod listener;
-pub mod mcp;
 pub mod metrics;
 pub mod openapi;
-mod piggyback;
-mod presence;
 mod ratelimit;
 mod reads;
-mod reaper;
-mod registry;
 mod removal;
 mod send;
-mod splice;
+mod sessions;
 mod state;
 pub mod wire;
-pub mod ws;
+
+// The public paths the binary uses, kept where they were before `api/` existed.
+pub use api::{mcp, ws};
 
 pub use admin::{AdminOps, ProjectorAdmin};
+pub use api::http::method_not_allowed;
 pub use app::{app, run, serve_router};
 pub use config::{ConnLimits, GatewayConfig};
 pub use error::ApiError;
-pub use http::method_not_allowed;
 pub use ratelimit::{FactRate, SendRate};
 pub use state::Gateway;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use bus::event::{Event, EventBody, SessionClosed, SessionKind, SessionOpened, Surface};
+use bus::event::{SessionKind, Surface};
 use chrono::Utc;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, SplitStream};
@@ -18,15 +18,14 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::api::ws::dispatch::{self, Work};
+use crate::api::ws::frames::{self, ClientFrame, Op, Step, MAX_ACK_IDS};
+use crate::api::ws::writer;
 use crate::auth::Agent;
 use crate::error::ApiError;
-use crate::hub::{CloseReason, Control, SessionHandle};
-use crate::presence::Entry;
+use crate::metrics;
+use crate::sessions::hub::{CloseReason, Control, SessionHandle};
 use crate::state::Gateway;
-use crate::ws::dispatch::{self, Work};
-use crate::ws::frames::{self, ClientFrame, Op, Step, MAX_ACK_IDS};
-use crate::ws::writer;
-use crate::{delivery, metrics};
 
 /// How long a closing session waits for its writer to end (it gives its close frame 3 s).
 const WRITER_GRACE: Duration = Duration::from_secs(4);
@@ -55,14 +54,7 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
     let _ = handle.out.try_send(frames::welcome(id, &agent.tenant, &agent.identity, heartbeat_ms));
 
     let now = Utc::now();
-    let entry = Entry {
-        tenant: agent.tenant.clone(),
-        identity: agent.identity.clone(),
-        kind,
-        surface: Surface::Ws,
-        node: cfg.node.clone(),
-        last_heartbeat: now,
-    };
+    let entry = gw.lifecycle().entry(&agent, kind, Surface::Ws, now);
     gw.presence().open(id, entry);
     gw.hub().insert(handle.clone());
     // A rotation or a removal applied between authentication and the insert above did not see
@@ -72,14 +64,7 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
         let removed = !gw.registry().is_registered(&agent.tenant, &agent.identity);
         handle.close(if removed { CloseReason::AgentRemoved } else { CloseReason::TokenRotated });
     }
-    let opened = EventBody::SessionOpened(SessionOpened {
-        session_id: id,
-        identity: agent.identity.clone(),
-        kind,
-        surface: Surface::Ws,
-        node: cfg.node.clone(),
-    });
-    if let Err(e) = gw.store().record(&Event::new(&agent.tenant, Some(agent.identity.clone()), now, opened)).await {
+    if let Err(e) = gw.lifecycle().record_opened(id, &agent, kind, Surface::Ws, now).await {
         tracing::warn!(error = %e, identity = %agent.identity, "session could not be recorded; closing it");
         gw.hub().remove(id);
         gw.presence().close(id);
@@ -91,7 +76,7 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
     tracing::info!(session_id = %id, tenant = %agent.tenant, identity = %agent.identity, kind = kind.as_str(), "session opened");
 
     let writer = tokio::spawn(writer::run(sink, out_rx, ctl_rx));
-    let drain = tokio::spawn(delivery::startup_drain(gw.clone(), handle.clone()));
+    let drain = tokio::spawn(gw.deliverer().clone().startup_drain(handle.clone()));
 
     let reason = read_loop(&gw, &handle, &mut stream).await;
     handle.close(reason);
@@ -100,14 +85,7 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
 
     gw.hub().remove(id);
     gw.presence().close(id);
-    let closed = EventBody::SessionClosed(SessionClosed {
-        session_id: id,
-        identity: agent.identity.clone(),
-        reason: reason.label().to_string(),
-    });
-    if let Err(e) =
-        gw.store().record(&Event::new(&agent.tenant, Some(agent.identity.clone()), Utc::now(), closed)).await
-    {
+    if let Err(e) = gw.lifecycle().record_closed(id, &agent.tenant, &agent.identity, reason).await {
         tracing::warn!(error = %e, session_id = %id, "session close could not be recorded");
     }
     metrics::session_closed(handle.kind, Surface::Ws, reason.label());

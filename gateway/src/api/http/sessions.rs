@@ -13,13 +13,14 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::api::http::{json_object, only_fields, opt_str, PathParam};
+use crate::api::piggyback;
 use crate::auth::AgentAuth;
 use crate::error::ApiError;
-use crate::http::{json_object, only_fields, opt_str, PathParam};
-use crate::hub::CloseReason;
+use crate::metrics;
 use crate::openapi::schemas::OpenSession;
+use crate::sessions::hub::CloseReason;
 use crate::state::Gateway;
-use crate::{metrics, piggyback, reaper};
 
 /// A piggyback session just opened.
 #[derive(Debug, Serialize, ToSchema)]
@@ -81,7 +82,7 @@ pub async fn close(
         .get(id)
         .filter(|e| e.surface == Surface::Piggyback && e.tenant == agent.tenant && e.identity == agent.identity)
         .ok_or_else(not_found)?;
-    if !reaper::close(&gw, &agent.tenant, &agent.identity, id, CloseReason::ClientClosed, None).await? {
+    if !gw.lifecycle().close(&agent.tenant, &agent.identity, id, CloseReason::ClientClosed, None).await? {
         return Err(not_found());
     }
     metrics::session_closed(entry.kind, Surface::Piggyback, CloseReason::ClientClosed.label());

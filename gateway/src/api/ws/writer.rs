@@ -18,7 +18,7 @@ use futures::stream::SplitSink;
 use futures::SinkExt;
 use tokio::sync::mpsc;
 
-use crate::hub::{CloseReason, Control};
+use crate::sessions::hub::{CloseReason, Control};
 
 /// Most queued frames written before one flush; bounds how long a ping waits behind data.
 const BATCH: usize = 64;
