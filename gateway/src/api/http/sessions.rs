@@ -1,8 +1,9 @@
 //! Piggyback sessions over HTTP (CONTRACT §8): `POST /v1/sessions` opens one,
 //! `DELETE /v1/sessions/{id}` closes it.
 //!
-//! Deliberately thin: opening, heartbeats and the drain live in `piggyback.rs`, the
-//! compare-and-set close in `reaper.rs` (the same one a silent session gets).
+//! Deliberately thin: opening and heartbeats live in `sessions::lifecycle` (through
+//! `api::piggyback`), the drain in `delivery::drain`, the
+//! compare-and-set close in `Lifecycle::close` (the same one the reaper gives a silent session).
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;

@@ -13,9 +13,8 @@
 
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures::stream::SplitSink;
-use futures::SinkExt;
+use axum::extract::ws::{CloseFrame, Message};
+use futures::{Sink, SinkExt};
 use tokio::sync::mpsc;
 
 use crate::sessions::hub::{CloseReason, Control};
@@ -27,8 +26,9 @@ const BATCH: usize = 64;
 /// was merely slow (or a loaded machine) to read up to the close frame.
 const CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(3);
 
-pub async fn run(
-    mut sink: SplitSink<WebSocket, Message>,
+/// Writes the session's frames to `sink` (the socket's write half) until the session closes.
+pub async fn run<S: Sink<Message> + Unpin>(
+    mut sink: S,
     mut data: mpsc::Receiver<String>,
     mut control: mpsc::UnboundedReceiver<Control>,
 ) {
@@ -62,11 +62,11 @@ pub async fn run(
 }
 
 /// Writes `first` and what else is queued (up to `BATCH`), then flushes.
-async fn write(
-    sink: &mut SplitSink<WebSocket, Message>,
+async fn write<S: Sink<Message> + Unpin>(
+    sink: &mut S,
     data: &mut mpsc::Receiver<String>,
     first: Message,
-) -> Result<(), axum::Error> {
+) -> Result<(), S::Error> {
     let is_data = matches!(first, Message::Text(_));
     sink.feed(first).await?;
     if is_data {
@@ -92,7 +92,7 @@ async fn next_close(control: &mut mpsc::UnboundedReceiver<Control>) -> Option<Cl
 
 /// Ends the session's socket: the queued frames are dropped at once, the close frame gets
 /// `CLOSE_SEND_TIMEOUT` to go out, and the socket goes with `sink`.
-async fn close(mut sink: SplitSink<WebSocket, Message>, data: mpsc::Receiver<String>, reason: Option<CloseReason>) {
+async fn close<S: Sink<Message> + Unpin>(mut sink: S, data: mpsc::Receiver<String>, reason: Option<CloseReason>) {
     drop(data);
     if let Some(reason) = reason {
         let frame = CloseFrame { code: reason.code(), reason: reason.text().into() };
