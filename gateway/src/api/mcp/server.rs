@@ -20,14 +20,15 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{json, Value};
 
+use crate::api::mcp::call::{self, Call};
+use crate::api::mcp::catalog;
+use crate::api::mcp::sessions::Binding;
+use crate::api::mcp::Caller;
+use crate::api::piggyback;
 use crate::commands::{self, FactAuthor};
 use crate::error::ApiError;
-use crate::mcp::call::{self, Call};
-use crate::mcp::catalog;
-use crate::mcp::sessions::Binding;
-use crate::mcp::Caller;
 use crate::state::Gateway;
-use crate::{piggyback, reads, send, wire};
+use crate::{reads, send, wire};
 
 /// The newest MCP revision served: the last with sessions (`initialize`, `Mcp-Session-Id`).
 /// CONTRACT §12 makes one MCP session one bus session; 2026-07-28 has no sessions, and its

@@ -15,14 +15,15 @@ use bus::event::DeliveredVia;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::api::http::{json_object, limit_param};
+use crate::api::piggyback;
+use crate::api::piggyback::OwnSignals;
 use crate::auth::AgentAuth;
+use crate::commands;
 use crate::error::ApiError;
-use crate::http::{json_object, limit_param};
 use crate::openapi::schemas::{AckRequest, PushedSignal};
-use crate::piggyback::OwnSignals;
 use crate::state::Gateway;
 use crate::wire::{self, PushSignal};
-use crate::{commands, piggyback};
 
 /// Pending signals, drain order.
 #[derive(Debug, Serialize, ToSchema)]

@@ -12,8 +12,7 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use crate::wire;
 
-/// Most signal ids one ack frame may carry.
-pub const MAX_ACK_IDS: usize = 1000;
+pub use crate::wire::MAX_ACK_IDS;
 /// Longest `ref` echoed back.
 pub const MAX_REF_CHARS: usize = 256;
 
@@ -93,25 +92,7 @@ fn decode_op(op: &str, map: &Map<String, Value>) -> Result<Op, ApiError> {
                 None => Err(ApiError::invalid("signal_id is required")),
             }
         }
-        "ack" => {
-            only(map, &["signal_ids"])?;
-            let Some(ids) = map.get("signal_ids") else {
-                return Err(ApiError::invalid("signal_ids is required"));
-            };
-            let Value::Array(ids) = ids else { return Err(ApiError::invalid("signal_ids must be an array")) };
-            if ids.is_empty() || ids.len() > MAX_ACK_IDS {
-                return Err(ApiError::invalid(format!("signal_ids must hold 1 to {MAX_ACK_IDS} ids")));
-            }
-            ids.iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    v.as_str()
-                        .and_then(|s| Uuid::parse_str(s).ok())
-                        .ok_or_else(|| ApiError::invalid(format!("signal_ids[{i}] is not a uuid")))
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map(Op::Ack)
-        }
+        "ack" => wire::parse_ack_ids(map).map(Op::Ack),
         "fact" => {
             only(map, &["plugin", "fact_type", "state"])?;
             let s = |k: &str| match map.get(k) {

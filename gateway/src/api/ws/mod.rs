@@ -1,11 +1,14 @@
 //! `GET /v1/ws` (CONTRACT §7): authenticates the upgrade and hands the socket to a session.
 //!
-//! Deliberately only the entry point: frames, the session loop, the writer and the dispatcher
-//! each live in their own file.
+//! Deliberately only the entry point: frames, the session's open and close, its read loop, the
+//! writer and the dispatcher each live in their own file.
 
 pub mod frames;
 
 mod dispatch;
+mod reader;
+#[cfg(test)]
+mod reader_tests;
 mod session;
 mod writer;
 

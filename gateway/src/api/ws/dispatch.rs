@@ -5,15 +5,14 @@
 //! much at once), batches acks itself, and queues what this returns; decoding happened before
 //! (`frames.rs`).
 
-use bus::event::{Event, EventBody, SessionHeartbeat};
 use bus::signal::RecallOutcome;
 use chrono::Utc;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::hub::SessionHandle;
+use crate::api::ws::frames::{self, ClientFrame, Op};
+use crate::sessions::hub::SessionHandle;
 use crate::state::Gateway;
-use crate::ws::frames::{self, ClientFrame, Op};
 use crate::{commands, metrics, send, wire};
 
 /// What a session runs concurrently with reading further frames.
@@ -80,10 +79,5 @@ async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String
 }
 
 pub async fn record_heartbeat(gw: &Gateway, handle: &SessionHandle) {
-    let body =
-        EventBody::SessionHeartbeat(SessionHeartbeat { session_id: handle.id, identity: handle.identity.clone() });
-    let event = Event::new(&handle.tenant, Some(handle.identity.clone()), Utc::now(), body);
-    if let Err(e) = gw.store().record(&event).await {
-        tracing::warn!(error = %e, session_id = %handle.id, "heartbeat could not be recorded");
-    }
+    gw.lifecycle().record_heartbeat(handle.id, &handle.tenant, &handle.identity, Utc::now()).await;
 }

@@ -17,10 +17,10 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::api::http::{json_object, limit_param, only_fields, opt_str, PathParam};
 use crate::auth::{Authed, Principal};
 use crate::commands::{self, FactAuthor};
 use crate::error::ApiError;
-use crate::http::{json_object, limit_param, only_fields, opt_str, PathParam};
 use crate::reads;
 use crate::state::Gateway;
 use crate::wire::{self, ts, Payload};

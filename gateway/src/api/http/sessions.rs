@@ -1,8 +1,9 @@
 //! Piggyback sessions over HTTP (CONTRACT §8): `POST /v1/sessions` opens one,
 //! `DELETE /v1/sessions/{id}` closes it.
 //!
-//! Deliberately thin: opening, heartbeats and the drain live in `piggyback.rs`, the
-//! compare-and-set close in `reaper.rs` (the same one a silent session gets).
+//! Deliberately thin: opening and heartbeats live in `sessions::lifecycle` (through
+//! `api::piggyback`), the drain in `delivery::drain`, the
+//! compare-and-set close in `Lifecycle::close` (the same one the reaper gives a silent session).
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -13,13 +14,14 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::api::http::{json_object, only_fields, opt_str, PathParam};
+use crate::api::piggyback;
 use crate::auth::AgentAuth;
 use crate::error::ApiError;
-use crate::http::{json_object, only_fields, opt_str, PathParam};
-use crate::hub::CloseReason;
+use crate::metrics;
 use crate::openapi::schemas::OpenSession;
+use crate::sessions::hub::CloseReason;
 use crate::state::Gateway;
-use crate::{metrics, piggyback, reaper};
 
 /// A piggyback session just opened.
 #[derive(Debug, Serialize, ToSchema)]
@@ -81,7 +83,7 @@ pub async fn close(
         .get(id)
         .filter(|e| e.surface == Surface::Piggyback && e.tenant == agent.tenant && e.identity == agent.identity)
         .ok_or_else(not_found)?;
-    if !reaper::close(&gw, &agent.tenant, &agent.identity, id, CloseReason::ClientClosed, None).await? {
+    if !gw.lifecycle().close(&agent.tenant, &agent.identity, id, CloseReason::ClientClosed, None).await? {
         return Err(not_found());
     }
     metrics::session_closed(entry.kind, Surface::Piggyback, CloseReason::ClientClosed.label());

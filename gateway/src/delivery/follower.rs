@@ -7,27 +7,70 @@
 //! error from the last applied sequence, so it never skips an event — except one that cannot
 //! be decoded, which is logged and passed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use bus::event::EventBody;
-use bus::log::Stored;
+use bus::event::{EventBody, SignalSent};
+use bus::log::{SharedLog, Stored};
 use futures::StreamExt;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::delivery;
-use crate::hub::CloseReason;
-use crate::state::Gateway;
+use crate::delivery::confirm::Confirmations;
+use crate::delivery::Deliverer;
+use crate::sessions::hub::{CloseReason, Hub};
+use crate::sessions::presence::Presence;
+use crate::sessions::registry::Registry;
 
-pub fn spawn(gw: Gateway, applied: watch::Sender<u64>) {
-    let tasks = gw.tasks().clone();
+/// The stream position this process has applied to registry and presence, as the follower
+/// reports it: what a drain waits for so it sees what presence sees.
+#[derive(Debug, Clone)]
+pub struct Applied(watch::Receiver<u64>);
+
+impl Applied {
+    pub fn channel() -> (watch::Sender<u64>, Applied) {
+        let (tx, rx) = watch::channel(0u64);
+        (tx, Applied(rx))
+    }
+
+    pub fn get(&self) -> u64 {
+        *self.0.borrow()
+    }
+
+    /// Waits until the stream is applied up to `seq`; false when `timeout` passed first.
+    pub async fn wait(&self, seq: u64, timeout: Duration) -> bool {
+        let mut rx = self.0.clone();
+        let reached = tokio::time::timeout(timeout, rx.wait_for(|s| *s >= seq)).await;
+        matches!(reached, Ok(Ok(_)))
+    }
+}
+
+/// Tells another surface (MCP) that a signal was sent: `(tenant, signal.sent)`.
+pub type Announce = Box<dyn Fn(&str, &SignalSent) + Send + Sync>;
+
+/// What the tail writes to: the tables it keeps current, and where a `signal.sent` goes.
+pub struct Follower {
+    pub log: SharedLog,
+    pub registry: Arc<Registry>,
+    pub presence: Arc<Presence>,
+    pub hub: Arc<Hub>,
+    pub deliverer: Arc<Deliverer>,
+    pub confirmations: Arc<Confirmations>,
+    pub announce: Announce,
+    pub shutdown: CancellationToken,
+}
+
+/// Starts the tail on `tasks`; it reports each applied sequence through `applied`.
+pub fn spawn(f: Follower, applied: watch::Sender<u64>, tasks: &TaskTracker) {
     tasks.spawn(async move {
-        let stop = gw.shutdown_token().clone();
+        let stop = f.shutdown.clone();
         let mut next = 1u64;
         let mut backoff = Duration::from_millis(100);
         loop {
             let tail = tokio::select! {
                 _ = stop.cancelled() => return,
-                t = gw.log().tail(next) => t,
+                t = f.log.tail(next) => t,
             };
             match tail {
                 Ok(mut stream) => loop {
@@ -41,7 +84,7 @@ pub fn spawn(gw: Gateway, applied: watch::Sender<u64>) {
                             if stored.seq < next {
                                 continue;
                             }
-                            apply(&gw, &stored);
+                            f.apply(&stored);
                             next = stored.seq + 1;
                             applied.send_replace(stored.seq);
                             backoff = Duration::from_millis(100);
@@ -77,20 +120,22 @@ pub fn spawn(gw: Gateway, applied: watch::Sender<u64>) {
     });
 }
 
-fn apply(gw: &Gateway, stored: &Stored) {
-    let event = &stored.event;
-    gw.registry().apply(stored.seq, event);
-    gw.presence().apply(event);
-    match &event.body {
-        EventBody::TokenRotated(r) => gw.hub().close_stale_tokens(&event.tenant, &r.identity, &r.token_hash),
-        EventBody::AgentRemoved(r) => {
-            gw.hub().close_identity(&event.tenant, &r.identity, CloseReason::AgentRemoved);
+impl Follower {
+    fn apply(&self, stored: &Stored) {
+        let event = &stored.event;
+        self.registry.apply(stored.seq, event);
+        self.presence.apply(event);
+        match &event.body {
+            EventBody::TokenRotated(r) => self.hub.close_stale_tokens(&event.tenant, &r.identity, &r.token_hash),
+            EventBody::AgentRemoved(r) => {
+                self.hub.close_identity(&event.tenant, &r.identity, CloseReason::AgentRemoved);
+            }
+            EventBody::SignalSent(sent) => {
+                self.deliverer.on_sent(&event.tenant, sent, stored.seq);
+                (self.announce)(&event.tenant, sent);
+            }
+            EventBody::SignalDelivered(d) => self.confirmations.delivered(d.signal_id),
+            _ => {}
         }
-        EventBody::SignalSent(sent) => {
-            delivery::on_sent(gw, &event.tenant, sent, stored.seq);
-            crate::mcp::announce(gw, &event.tenant, sent);
-        }
-        EventBody::SignalDelivered(d) => gw.confirmations().delivered(d.signal_id),
-        _ => {}
     }
 }

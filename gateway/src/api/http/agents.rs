@@ -17,9 +17,9 @@ use bus::names::{validate_new_identity, validate_tenant};
 use chrono::Utc;
 use serde_json::{json, Value};
 
+use crate::api::http::{json_object, only_fields, opt_str, PathParam};
 use crate::auth::{hash_token, new_token, AdminAuth, Authed, Principal};
 use crate::error::ApiError;
-use crate::http::{json_object, only_fields, opt_str, PathParam};
 use crate::reads;
 use crate::state::Gateway;
 use crate::wire::ts;

@@ -13,12 +13,11 @@
 
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures::stream::SplitSink;
-use futures::SinkExt;
+use axum::extract::ws::{CloseFrame, Message};
+use futures::{Sink, SinkExt};
 use tokio::sync::mpsc;
 
-use crate::hub::{CloseReason, Control};
+use crate::sessions::hub::{CloseReason, Control};
 
 /// Most queued frames written before one flush; bounds how long a ping waits behind data.
 const BATCH: usize = 64;
@@ -27,8 +26,9 @@ const BATCH: usize = 64;
 /// was merely slow (or a loaded machine) to read up to the close frame.
 const CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(3);
 
-pub async fn run(
-    mut sink: SplitSink<WebSocket, Message>,
+/// Writes the session's frames to `sink` (the socket's write half) until the session closes.
+pub async fn run<S: Sink<Message> + Unpin>(
+    mut sink: S,
     mut data: mpsc::Receiver<String>,
     mut control: mpsc::UnboundedReceiver<Control>,
 ) {
@@ -62,11 +62,11 @@ pub async fn run(
 }
 
 /// Writes `first` and what else is queued (up to `BATCH`), then flushes.
-async fn write(
-    sink: &mut SplitSink<WebSocket, Message>,
+async fn write<S: Sink<Message> + Unpin>(
+    sink: &mut S,
     data: &mut mpsc::Receiver<String>,
     first: Message,
-) -> Result<(), axum::Error> {
+) -> Result<(), S::Error> {
     let is_data = matches!(first, Message::Text(_));
     sink.feed(first).await?;
     if is_data {
@@ -92,10 +92,82 @@ async fn next_close(control: &mut mpsc::UnboundedReceiver<Control>) -> Option<Cl
 
 /// Ends the session's socket: the queued frames are dropped at once, the close frame gets
 /// `CLOSE_SEND_TIMEOUT` to go out, and the socket goes with `sink`.
-async fn close(mut sink: SplitSink<WebSocket, Message>, data: mpsc::Receiver<String>, reason: Option<CloseReason>) {
+async fn close<S: Sink<Message> + Unpin>(mut sink: S, data: mpsc::Receiver<String>, reason: Option<CloseReason>) {
     drop(data);
     if let Some(reason) = reason {
         let frame = CloseFrame { code: reason.code(), reason: reason.text().into() };
         let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, sink.send(Message::Close(Some(frame)))).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use futures::channel::mpsc as fmpsc;
+    use futures::StreamExt;
+
+    use super::*;
+
+    /// A socket nobody reads: it never takes a frame.
+    struct Stuck;
+
+    impl Sink<Message> for Stuck {
+        type Error = std::io::Error;
+        fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Pending
+        }
+        fn start_send(self: Pin<&mut Self>, _: Message) -> Result<(), Self::Error> {
+            Ok(())
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Pending
+        }
+        fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Pending
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pings_and_the_close_go_ahead_of_queued_data() {
+        let (sink, written) = fmpsc::unbounded::<Message>();
+        let (data_tx, data) = mpsc::channel(8);
+        let (ctl_tx, control) = mpsc::unbounded_channel();
+        data_tx.try_send("a".to_string()).unwrap();
+        data_tx.try_send("b".to_string()).unwrap();
+        ctl_tx.send(Control::Ping).unwrap();
+        let writer = tokio::spawn(run(sink, data, control));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        ctl_tx.send(Control::Close(CloseReason::Shutdown)).unwrap();
+        writer.await.unwrap();
+        let got: Vec<Message> = written.collect().await;
+        let shown: Vec<String> = got
+            .iter()
+            .map(|m| match m {
+                Message::Ping(_) => "ping".to_string(),
+                Message::Text(t) => t.to_string(),
+                Message::Close(Some(f)) => format!("close {}", f.code),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(shown, ["ping", "a", "b", "close 1001"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_close_abandons_a_blocked_write_and_gives_the_close_frame_a_bounded_time() {
+        let (data_tx, data) = mpsc::channel(8);
+        let (ctl_tx, control) = mpsc::unbounded_channel();
+        data_tx.try_send("never read".to_string()).unwrap();
+        let writer = tokio::spawn(run(Stuck, data, control));
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!writer.is_finished(), "a write waits for as long as the client does not read");
+        ctl_tx.send(Control::Ping).unwrap();
+        ctl_tx.send(Control::Close(CloseReason::SlowConsumer)).unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(data_tx.is_closed(), "the queue is dropped at once");
+        assert!(!writer.is_finished(), "the close frame gets its time");
+        tokio::time::sleep(CLOSE_SEND_TIMEOUT).await;
+        assert!(writer.is_finished(), "and no more");
     }
 }

@@ -1,38 +1,29 @@
-//! One WebSocket session from open to close: welcome, `session.opened`, startup drain, the
-//! read loop (frames, heartbeats, pings, silence timeout, ack batches), and an orderly close
-//! that records `session.closed`.
+//! The read half of one WebSocket session: reads frames, answers what needs no work, runs
+//! operations concurrently (at most `MAX_IN_FLIGHT`), batches acks (flushed every
+//! `ack_flush_interval`, or at once when a frame's worth waits), pings and heartbeats on every
+//! interval, and ends the session after twice the stale threshold of silence.
 //!
-//! Deliberately leaves writing to `writer.rs` (so a slow socket never stalls the read loop)
-//! and the meaning of each operation to `dispatch.rs`.
+//! Deliberately generic over the frame `Stream` and the `Runner` that does the work, and free of
+//! the gateway: it decides *when* things run, `dispatch.rs` decides what they mean, and the
+//! tests below drive it with channels and paused time, without a socket or a stream.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use bus::event::{Event, EventBody, SessionClosed, SessionKind, SessionOpened, Surface};
-use chrono::Utc;
+use axum::extract::ws::Message;
 use futures::future::BoxFuture;
-use futures::stream::{FuturesUnordered, SplitStream};
-use futures::{FutureExt, SinkExt, StreamExt};
-use tokio::sync::mpsc;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, Stream, StreamExt};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::auth::Agent;
+use crate::api::ws::dispatch::{self, Work};
+use crate::api::ws::frames::{self, ClientFrame, Op, Step, MAX_ACK_IDS};
 use crate::error::ApiError;
-use crate::hub::{CloseReason, Control, SessionHandle};
-use crate::presence::Entry;
-use crate::state::Gateway;
-use crate::ws::dispatch::{self, Work};
-use crate::ws::frames::{self, ClientFrame, Op, Step, MAX_ACK_IDS};
-use crate::ws::writer;
-use crate::{delivery, metrics};
+use crate::sessions::hub::{CloseReason, Control, SessionHandle};
 
-/// How long a closing session waits for its writer to end (it gives its close frame 3 s).
-const WRITER_GRACE: Duration = Duration::from_secs(4);
 /// Operations of one session running at once; a client's `send` window beyond this waits in
 /// its socket.
-const MAX_IN_FLIGHT: usize = 32;
+pub const MAX_IN_FLIGHT: usize = 32;
 /// Ack ids of one session received and not yet recorded (waiting for the next batch, or being
 /// recorded): a batch being recorded plus one full frame. Beyond this the session stops
 /// reading its socket until a batch is recorded, so acks cost bounded memory however fast a
@@ -43,88 +34,45 @@ const MAX_PENDING_ACKS: usize = 2 * MAX_ACK_IDS;
 /// recorded (they stop counting against `MAX_PENDING_ACKS`).
 type Done = (Option<String>, usize);
 
-pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKind) {
-    let cfg = gw.config().clone();
-    let id = Uuid::new_v4();
-    let (mut sink, mut stream) = socket.split();
-    let (out_tx, out_rx) = mpsc::channel(cfg.outbound_buffer.max(2));
-    let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-    let handle = Arc::new(SessionHandle::new(id, &agent, kind, out_tx, ctl_tx));
-    let heartbeat_ms = cfg.heartbeat_interval().as_millis() as u64;
-    // Queued before the session is reachable, so the welcome is always the first frame.
-    let _ = handle.out.try_send(frames::welcome(id, &agent.tenant, &agent.identity, heartbeat_ms));
+/// The timings and limits the loop keeps (from `GatewayConfig`).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub heartbeat_interval: Duration,
+    pub stale_after: Duration,
+    pub ack_flush_interval: Duration,
+    pub max_frame_bytes: usize,
+}
 
-    let now = Utc::now();
-    let entry = Entry {
-        tenant: agent.tenant.clone(),
-        identity: agent.identity.clone(),
-        kind,
-        surface: Surface::Ws,
-        node: cfg.node.clone(),
-        last_heartbeat: now,
-    };
-    gw.presence().open(id, entry);
-    gw.hub().insert(handle.clone());
-    // A rotation or a removal applied between authentication and the insert above did not see
-    // this session: both update the registry before they close sessions, so asking it now
-    // closes exactly the sessions they missed.
-    if gw.registry().lookup(&agent.token_hash).is_none() {
-        let removed = !gw.registry().is_registered(&agent.tenant, &agent.identity);
-        handle.close(if removed { CloseReason::AgentRemoved } else { CloseReason::TokenRotated });
-    }
-    let opened = EventBody::SessionOpened(SessionOpened {
-        session_id: id,
-        identity: agent.identity.clone(),
-        kind,
-        surface: Surface::Ws,
-        node: cfg.node.clone(),
-    });
-    if let Err(e) = gw.store().record(&Event::new(&agent.tenant, Some(agent.identity.clone()), now, opened)).await {
-        tracing::warn!(error = %e, identity = %agent.identity, "session could not be recorded; closing it");
-        gw.hub().remove(id);
-        gw.presence().close(id);
-        let frame = CloseFrame { code: CloseReason::Error.code(), reason: "the event stream is unavailable".into() };
-        let _ = sink.send(Message::Close(Some(frame))).await;
-        return;
-    }
-    metrics::session_opened(kind, Surface::Ws);
-    tracing::info!(session_id = %id, tenant = %agent.tenant, identity = %agent.identity, kind = kind.as_str(), "session opened");
-
-    let writer = tokio::spawn(writer::run(sink, out_rx, ctl_rx));
-    let drain = tokio::spawn(delivery::startup_drain(gw.clone(), handle.clone()));
-
-    let reason = read_loop(&gw, &handle, &mut stream).await;
-    handle.close(reason);
-    let reason = handle.reason().unwrap_or(reason);
-    drain.abort();
-
-    gw.hub().remove(id);
-    gw.presence().close(id);
-    let closed = EventBody::SessionClosed(SessionClosed {
-        session_id: id,
-        identity: agent.identity.clone(),
-        reason: reason.label().to_string(),
-    });
-    if let Err(e) =
-        gw.store().record(&Event::new(&agent.tenant, Some(agent.identity.clone()), Utc::now(), closed)).await
-    {
-        tracing::warn!(error = %e, session_id = %id, "session close could not be recorded");
-    }
-    metrics::session_closed(handle.kind, Surface::Ws, reason.label());
-    tracing::info!(session_id = %id, identity = %agent.identity, reason = reason.label(), "session closed");
-    let _ = handle.control.send(Control::Close(reason));
-    // The writer ends within its close-send timeout; should it not, the socket and the queue
-    // still go now (an abandoned writer would hold both until the client hung up).
-    let abort = writer.abort_handle();
-    if tokio::time::timeout(WRITER_GRACE, writer).await.is_err() {
-        tracing::warn!(session_id = %id, "writer did not finish in time; aborting it");
-        abort.abort();
+impl Settings {
+    pub fn of(cfg: &crate::config::GatewayConfig) -> Self {
+        Settings {
+            heartbeat_interval: cfg.heartbeat_interval(),
+            stale_after: cfg.stale_after,
+            ack_flush_interval: cfg.ack_flush_interval,
+            max_frame_bytes: cfg.max_frame_bytes,
+        }
     }
 }
 
-async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut SplitStream<WebSocket>) -> CloseReason {
-    let cfg = gw.config();
-    let interval = cfg.heartbeat_interval();
+/// Does the session's work and keeps its books; the loop only decides when.
+pub trait Runner: Sync {
+    /// Runs `work` (an operation, an ack batch, the heartbeat) and returns the frame to answer
+    /// with, if any.
+    fn run(&self, work: Work) -> BoxFuture<'_, Option<String>>;
+    /// The client was heard from (presence sees it at once).
+    fn heard(&self);
+    /// `n` ack ids were received / recorded (the process-wide pending gauge).
+    fn acks_received(&self, n: usize);
+    fn acks_recorded(&self, n: usize);
+}
+
+pub async fn read_loop<S, E, R>(cfg: &Settings, runner: &R, handle: &SessionHandle, stream: &mut S) -> CloseReason
+where
+    S: Stream<Item = Result<Message, E>> + Unpin,
+    E: std::fmt::Display + std::fmt::Debug,
+    R: Runner,
+{
+    let interval = cfg.heartbeat_interval;
     let mut tick = tokio::time::interval_at(Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut flush = tokio::time::interval(cfg.ack_flush_interval);
@@ -147,7 +95,7 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
             _ = handle.closing().cancelled() => break handle.reason().unwrap_or(CloseReason::Shutdown),
             Some((reply, acked)) = inflight.next(), if !inflight.is_empty() => {
                 acks_pending -= acked;
-                gw.hub().acks_recorded(acked);
+                runner.acks_recorded(acked);
                 if let Some(frame) = reply {
                     if !handle.send(frame) {
                         break handle.reason().unwrap_or(CloseReason::SlowConsumer);
@@ -163,7 +111,7 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
                 last_seen = Instant::now();
                 heard_since_heartbeat = true;
                 handle.touch();
-                gw.presence().touch(handle.id, Utc::now());
+                runner.heard();
                 let reply = match msg {
                     Message::Text(text) => {
                         if text.len() > cfg.max_frame_bytes {
@@ -174,16 +122,16 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
                             Step::Run(ClientFrame { reference, op: Op::Ack(ids) }) => {
                                 let reply = dispatch::acked(reference.as_deref(), ids.len());
                                 acks_pending += ids.len();
-                                gw.hub().acks_received(ids.len());
+                                runner.acks_received(ids.len());
                                 acks.extend(ids);
                                 // A full frame's worth is recorded at once, not at the next tick.
                                 if acks.len() >= MAX_ACK_IDS {
-                                    inflight.push(record_acks(gw, handle, std::mem::take(&mut acks)));
+                                    inflight.push(record_acks(runner, std::mem::take(&mut acks)));
                                 }
                                 reply
                             }
                             Step::Run(frame) => {
-                                inflight.push(dispatch::run(gw, handle, Work::Op(frame)).map(|f| (f, 0)).boxed());
+                                inflight.push(runner.run(Work::Op(frame)).map(|f| (f, 0)).boxed());
                                 continue;
                             }
                         }
@@ -206,11 +154,11 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
                 let _ = handle.control.send(Control::Ping);
                 // At most one heartbeat event per interval, and only if the client was heard.
                 if std::mem::take(&mut heard_since_heartbeat) {
-                    inflight.push(dispatch::run(gw, handle, Work::Heartbeat).map(|f| (f, 0)).boxed());
+                    inflight.push(runner.run(Work::Heartbeat).map(|f| (f, 0)).boxed());
                 }
             }
             _ = flush.tick(), if !acks.is_empty() => {
-                inflight.push(record_acks(gw, handle, std::mem::take(&mut acks)));
+                inflight.push(record_acks(runner, std::mem::take(&mut acks)));
             }
         }
     };
@@ -218,10 +166,10 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
     // still read the answer), and acks received before the close still count: both are
     // recorded before `session.closed`.
     if !acks.is_empty() {
-        inflight.push(record_acks(gw, handle, acks));
+        inflight.push(record_acks(runner, acks));
     }
     while let Some((reply, acked)) = inflight.next().await {
-        gw.hub().acks_recorded(acked);
+        runner.acks_recorded(acked);
         if let Some(frame) = reply {
             handle.send(frame);
         }
@@ -230,15 +178,16 @@ async fn read_loop(gw: &Gateway, handle: &Arc<SessionHandle>, stream: &mut Split
 }
 
 /// A batch of acks to record, counting its ids.
-fn record_acks<'a>(gw: &'a Gateway, handle: &'a Arc<SessionHandle>, ids: Vec<Uuid>) -> BoxFuture<'a, Done> {
+fn record_acks<R: Runner>(runner: &R, ids: Vec<Uuid>) -> BoxFuture<'_, Done> {
     let n = ids.len();
-    dispatch::run(gw, handle, Work::Acks(ids)).map(move |f| (f, n)).boxed()
+    runner.run(Work::Acks(ids)).map(move |f| (f, n)).boxed()
 }
 
 /// A read error is an oversized frame (close 1009), a text frame that is not UTF-8 (1007), any
 /// other protocol violation (1002), or a connection that went away. axum hides tungstenite's
-/// error type, so its text is what there is to go by.
-fn classify(e: &axum::Error) -> CloseReason {
+/// error type, so its text is what there is to go by (which is also what lets the loop take
+/// any stream's error).
+fn classify<E: std::fmt::Display + std::fmt::Debug>(e: &E) -> CloseReason {
     let text = format!("{e} {e:?}").to_lowercase();
     if text.contains("space limit") || text.contains("too long") || text.contains("too big") {
         CloseReason::FrameTooLarge

@@ -20,11 +20,11 @@ use rmcp::transport::streamable_http_server::session::{ServerSseMessage, Session
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::api::mcp::catalog;
 use crate::auth::Agent;
-use crate::hub::CloseReason;
-use crate::mcp::catalog;
+use crate::metrics;
+use crate::sessions::hub::CloseReason;
 use crate::state::Gateway;
-use crate::{metrics, reaper};
 
 /// Attempts at recording a close that keeps losing its compare-and-set to heartbeats.
 const MAX_CLOSE_ATTEMPTS: usize = 8;
@@ -121,7 +121,7 @@ pub async fn unbind(gw: &Gateway, mcp_id: &str, reason: CloseReason) -> Option<A
     // A heartbeat appended meanwhile (an open GET stream, an owed beat) loses us the
     // compare-and-set; the close must still stick, so try again while the session is open.
     for _ in 0..MAX_CLOSE_ATTEMPTS {
-        match reaper::close(gw, &a.tenant, &a.identity, b.bus_session, reason, None).await {
+        match gw.lifecycle().close(&a.tenant, &a.identity, b.bus_session, reason, None).await {
             Ok(true) => {
                 metrics::session_closed(bus::event::SessionKind::Shim, Surface::Piggyback, reason.label());
                 tracing::info!(session_id = %b.bus_session, identity = %a.identity, reason = reason.label(), "mcp session closed");

@@ -20,11 +20,11 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::api::http::{json_object, limit_param, PathParam};
+use crate::api::piggyback::OwnSignals;
 use crate::auth::AgentAuth;
 use crate::error::ApiError;
-use crate::http::{json_object, limit_param, PathParam};
 use crate::openapi::schemas::{RecallBody, SendAccepted, SendRequestBody, SignalRowBody};
-use crate::piggyback::OwnSignals;
 use crate::state::Gateway;
 use crate::{commands, reads, send, wire};
 

@@ -21,11 +21,11 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::mcp::{sessions, Caller, Mcp};
+use crate::api::piggyback;
 use crate::auth::{bearer, Agent, Principal};
 use crate::error::ApiError;
-use crate::hub::CloseReason;
-use crate::mcp::{sessions, Caller, Mcp};
-use crate::piggyback;
+use crate::sessions::hub::CloseReason;
 
 /// The header naming an MCP session (MCP Streamable HTTP).
 const SESSION_HEADER: &str = "mcp-session-id";
