@@ -34,7 +34,8 @@ use chrono::Utc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::{api_error, error_code, found_seq, JetStreamLog, WRONG_LAST_SEQUENCE};
+use super::errors::{api_error, error_code, found_seq, WRONG_LAST_SEQUENCE};
+use super::JetStreamLog;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventBody};
