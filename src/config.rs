@@ -58,6 +58,7 @@ struct Server {
 }
 
 /// The keys of `[server]`, in the order of `ServerArgs` (checked against clap in the tests).
+#[cfg(test)]
 pub const SERVER_KEYS: &[&str] = &[
     "listen",
     "metrics_listen",

@@ -46,7 +46,11 @@ async fn main() {
             let resolved = config::resolve(args, sub);
             let log_format = resolved.as_ref().map_or(cli::LogFormat::Text, |(a, _)| a.log_format);
             telemetry::init_tracing(log_format);
-            match async { serve::run(roles, resolved?).await }.await {
+            let outcome = match resolved {
+                Ok(resolved) => serve::run(roles, resolved).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("error: {}", cause_chain(&e));

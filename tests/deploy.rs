@@ -18,11 +18,12 @@ fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
 }
 
-/// `signalbus <sub> --help`, which lists each flag and its `[env: SIGNALBUS_…]`.
+/// `signalbus <sub> --help`, which lists each flag and its `[env: SIGNALBUS_…]`, with every run
+/// of whitespace one space (so a wrapped line reads the same).
 fn help(sub: &str) -> String {
     let out = Command::new(BIN).args([sub, "--help"]).output().unwrap();
     assert!(out.status.success(), "`signalbus {sub}` is not a subcommand");
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(out.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Panics unless `signalbus <args[0]>` accepts every `--flag` in `args` and every variable.
