@@ -106,7 +106,8 @@ pub struct Config {
 pub fn resolve(mut args: ServerArgs, matches: &ArgMatches) -> anyhow::Result<(ServerArgs, Config)> {
     let file = read(args.config.as_deref())?;
     let shown = args.config.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-    let unset = |id: &str| !matches!(matches.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable));
+    let unset =
+        |id: &str| !matches!(matches.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable));
     let duration = |key: &str, v: &str| -> anyhow::Result<Duration> {
         humantime::parse_duration(v).with_context(|| format!("invalid config {shown}: server.{key} = {v:?}"))
     };
@@ -269,11 +270,8 @@ mod tests {
         use clap::CommandFactory;
         let cli = crate::cli::Cli::command();
         let serve = cli.find_subcommand("serve").unwrap();
-        let flags: Vec<String> = serve
-            .get_arguments()
-            .map(|a| a.get_id().to_string())
-            .filter(|id| id != "config" && id != "help")
-            .collect();
+        let flags: Vec<String> =
+            serve.get_arguments().map(|a| a.get_id().to_string()).filter(|id| id != "config" && id != "help").collect();
         assert_eq!(flags, SERVER_KEYS, "ServerArgs and SERVER_KEYS differ");
         let dir = tempfile::tempdir().unwrap();
         for key in SERVER_KEYS {

@@ -124,7 +124,7 @@ pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)
             Mode::Embedded => sweeper::Lease::Local,
             Mode::Distributed { database_url, .. } => sweeper::Lease::Postgres { database_url: database_url.clone() },
         };
-        let config = sweeper::SweeperConfig {
+        let mut config = sweeper::SweeperConfig {
             sweep_interval: args.sweep_interval,
             archive_after: args.archive_after,
             retention: args.retention,
@@ -132,6 +132,10 @@ pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)
             lease,
             ..Default::default()
         };
+        // The status fact's `leader`: the name given to this process, when one is.
+        if let Some(node) = &args.node {
+            config.node = node.clone();
+        }
         let sweeper = sweeper::Sweeper::new(log.clone(), queries.clone(), models.clone(), config);
         let c = cancel.clone();
         tasks.spawn(async move { sweeper.run(c).await.context("sweeper stopped") });

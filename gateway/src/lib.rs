@@ -67,9 +67,9 @@ pub mod ws;
 pub use admin::{AdminOps, ProjectorAdmin};
 pub use app::{app, run, serve_router};
 pub use config::{ConnLimits, GatewayConfig};
-pub use listener::Tls;
 pub use error::ApiError;
 pub use http::method_not_allowed;
+pub use listener::Tls;
 pub use ratelimit::{FactRate, SendRate};
 pub use state::Gateway;
 

@@ -34,9 +34,9 @@ use tower::ServiceExt;
 use crate::config::ConnLimits;
 
 mod tls;
+use crate::metrics;
 use tls::handshake;
 pub use tls::Tls;
-use crate::metrics;
 
 /// At most one "connection cap reached" line per this long (each refusal is still counted).
 const REJECT_LOG_EVERY: Duration = Duration::from_secs(10);

@@ -65,4 +65,3 @@ pub(super) async fn handshake<I>(
         }
     }
 }
-
