@@ -10,7 +10,8 @@
 //! - `state`: `Gateway`, the shared handle — data only, and the narrow handles built over it.
 //! - `app`: `Gateway::start` (starts the follower, reaper and node watch), `app(gateway) ->
 //!   Router`, `run(listener, gateway, shutdown)`, shutdown and drain.
-//! - `listener`: accepting and serving connections under a cap, with header and idle deadlines.
+//! - `listener`: accepting and serving connections under a cap, with header and idle deadlines;
+//!   `listener/tls` terminates TLS when a certificate is configured.
 //! - `auth`: bearer tokens, token hashing, the admin/agent extractors.
 //! - `api/`: the surfaces over everything below.
 //!   - `api/http/`: the HTTP handlers, one file per area.
@@ -63,6 +64,7 @@ pub use api::http::method_not_allowed;
 pub use app::{app, run, serve_router};
 pub use config::{ConnLimits, GatewayConfig};
 pub use error::ApiError;
+pub use listener::Tls;
 pub use ratelimit::{FactRate, SendRate};
 pub use state::Gateway;
 
