@@ -10,8 +10,9 @@ use std::time::Duration;
 use bus::log::SharedLog;
 use serde::Serialize;
 
+use crate::backend::Backend;
 use crate::error::Result;
-use crate::models::{Backend, ReadModels};
+use crate::models::ReadModels;
 
 /// Events per chunk while rebuilding: bigger than a live batch, since nobody waits on it.
 pub(crate) const CHUNK: usize = 5_000;

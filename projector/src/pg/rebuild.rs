@@ -24,12 +24,14 @@ use chrono::Utc;
 use sqlx::{Connection, Executor, PgConnection};
 use uuid::Uuid;
 
-use super::{apply, PgModels, MIGRATOR, TABLES, WRITER_LOCK};
+use super::{PgModels, MIGRATOR, TABLES, WRITER_LOCK};
+use crate::apply;
 use crate::batch::Batch;
 use crate::bisect::{self, Sink};
 use crate::dead_letter::{read_entries, AsEntry, Entry};
 use crate::error::{Error, Result};
 use crate::rebuild::{RebuildReport, BULK_CHUNK, CHUNK};
+use crate::sql::Conn;
 
 /// The bulk load: each batch in its own transaction in the scratch schema, without a flush.
 struct Bulk<'c> {
@@ -47,7 +49,7 @@ impl Sink for Bulk<'_> {
         // the future `Send` (sqlx's higher-ranked executor bound), which `async_trait` needs.
         (&mut *tx).execute(sqlx::raw_sql(&setup)).await?;
         // Dropped uncommitted on `false` or an error: rolled back.
-        if !apply::apply_in(&mut tx, batch, expected, Utc::now(), self.stale_after).await? {
+        if !apply::apply_in(&mut Conn::Pg(&mut tx), batch, expected, Utc::now(), self.stale_after).await? {
             return Ok(false);
         }
         tx.commit().await?;
@@ -65,7 +67,7 @@ struct Locked<'c> {
 impl Sink for Locked<'_> {
     async fn apply(&mut self, batch: &Batch, expected: u64) -> Result<bool> {
         let mut savepoint = self.tx.begin().await?;
-        if !apply::apply_in(&mut savepoint, batch, expected, Utc::now(), self.stale_after).await? {
+        if !apply::apply_in(&mut Conn::Pg(&mut savepoint), batch, expected, Utc::now(), self.stale_after).await? {
             return Ok(false);
         }
         savepoint.commit().await?;
@@ -160,7 +162,7 @@ async fn build_and_swap(
             break;
         }
     }
-    apply::refresh_open(&mut tx, Utc::now(), stale_after).await?;
+    apply::refresh_open(&mut Conn::Pg(&mut tx), Utc::now(), stale_after).await?;
     let live = format!("\"{}\"", m.schema.replace('"', "\"\""));
     let old = format!("{scratch}_old");
     let mut ddl = format!("CREATE SCHEMA {old};");
