@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::batch::{Batch, FactRow, SentRow, SignalPatch, PROJECTION};
 use crate::error::Result;
-use crate::sql::{Args, Conn, RowSet};
+use crate::sql::{Conn, RowSet};
 
 /// Writes `batch` if the checkpoint is `expected`; `Ok(false)` (nothing written) otherwise.
 pub(crate) async fn apply_in(
@@ -328,7 +328,7 @@ async fn dead_letters(conn: &mut Conn<'_>, b: &Batch, now: DateTime<Utc>) -> Res
         .col("subject", d.iter().map(|r| r.subject.as_str()))
         .col("et", d.iter().map(|r| r.event_type.as_str()))
         .col("reason", d.iter().map(|r| r.reason.as_str()));
-    let mut args: Args = conn.args();
+    let mut args = conn.args();
     let projection = args.arg(PROJECTION);
     let now_sql = conn.dialect().now(&mut args, now);
     let sql = format!(

@@ -6,7 +6,7 @@
 //! fixed-width UTC text timestamps, and a row set as one JSON array read by `json_each`). There
 //! is no SQL here beyond the row-set source fragment.
 
-use std::fmt::Write as _;
+use std::io::Write as _;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 use sqlx::postgres::PgArguments;
@@ -20,8 +20,10 @@ use crate::error::{Error, Result};
 
 /// Timestamps as fixed-width UTC text, so text order is time order (see the SQLite migration).
 pub(crate) fn ts(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    t.format(TS_FORMAT).to_string()
 }
+
+const TS_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.6fZ";
 
 pub(crate) fn parse_ts(s: &str) -> Result<DateTime<Utc>> {
     NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.fZ")
@@ -149,29 +151,23 @@ impl Col<'_> {
         }
     }
 
-    /// Appends row `i` of this column as a JSON value, in SQLite's storage form.
-    fn write_json(&self, i: usize, out: &mut String) {
-        fn text(s: &str, out: &mut String) {
-            // Serialising a `&str` into a `String` cannot fail.
-            out.push_str(&serde_json::to_string(s).unwrap_or_default());
-        }
+    /// Appends row `i` of this column as a JSON value, in SQLite's storage form. (Writing to
+    /// a `Vec` cannot fail, so the results are ignored.)
+    fn write_json(&self, i: usize, out: &mut Vec<u8>) {
         match self {
             Col::Uuid(v) => _ = write!(out, "\"{}\"", v[i]),
             Col::OptUuid(v) => match v[i] {
                 Some(u) => _ = write!(out, "\"{u}\""),
-                None => out.push_str("null"),
+                None => out.extend_from_slice(b"null"),
             },
-            Col::Text(v) => text(v[i], out),
-            Col::OptText(v) => match v[i] {
-                Some(s) => text(s, out),
-                None => out.push_str("null"),
-            },
+            Col::Text(v) => _ = serde_json::to_writer(&mut *out, v[i]),
+            Col::OptText(v) => _ = serde_json::to_writer(&mut *out, &v[i]),
             Col::I16(v) => _ = write!(out, "{}", v[i]),
             Col::I64(v) => _ = write!(out, "{}", v[i]),
-            Col::Ts(v) => _ = write!(out, "\"{}\"", ts(v[i])),
+            Col::Ts(v) => _ = write!(out, "\"{}\"", v[i].format(TS_FORMAT)),
             Col::OptTs(v) => match v[i] {
-                Some(t) => _ = write!(out, "\"{}\"", ts(t)),
-                None => out.push_str("null"),
+                Some(t) => _ = write!(out, "\"{}\"", t.format(TS_FORMAT)),
+                None => out.extend_from_slice(b"null"),
             },
         }
     }
@@ -234,19 +230,21 @@ impl<'a> Args<'a> {
             }
             Dialect::Sqlite => {
                 let n = rows.cols.first().map_or(0, |c| c.1.len());
-                let mut json = String::with_capacity(n * 16 * rows.cols.len().max(1) + 2);
-                json.push('[');
+                let mut json = Vec::with_capacity(n * 16 * rows.cols.len().max(1) + 2);
+                json.push(b'[');
                 for i in 0..n {
-                    json.push_str(if i == 0 { "[" } else { ",[" });
+                    json.extend_from_slice(if i == 0 { b"[" } else { b",[" });
                     for (j, (_, col)) in rows.cols.iter().enumerate() {
                         if j > 0 {
-                            json.push(',');
+                            json.push(b',');
                         }
                         col.write_json(i, &mut json);
                     }
-                    json.push(']');
+                    json.push(b']');
                 }
-                json.push(']');
+                json.push(b']');
+                // Only JSON (UTF-8) was written.
+                let json = String::from_utf8(json).unwrap_or_default();
                 let p = self.arg(Arg::Owned(json));
                 let cols: Vec<String> =
                     names.iter().enumerate().map(|(i, n)| format!("json_extract(value, '$[{i}]') AS {n}")).collect();
