@@ -39,6 +39,7 @@ pub(crate) fn parse_uuid(s: &str) -> Result<Uuid> {
 pub(crate) enum Arg<'a> {
     I64(Option<i64>),
     Text(Option<&'a str>),
+    /// Text built for the statement (a row set's JSON).
     Owned(String),
     Uuid(Option<Uuid>),
     Ts(Option<DateTime<Utc>>),
