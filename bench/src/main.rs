@@ -2,7 +2,7 @@
 //! starts its own bus in this process (private nats-server + fresh PostgreSQL database, or
 //! embedded with `--embedded`) or targets `--url`, drives one workload and prints one JSON line
 //! of results followed by a short human summary. Scenarios: throughput, latency, connections,
-//! memory, sweeper, rebuild (see `docs/performance.md`).
+//! memory, sweeper, rebuild, peer (see `docs/performance.md`).
 //!
 //! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
 //! never asserted, because a shared machine makes timed assertions flaky.
@@ -11,6 +11,7 @@ mod bed;
 mod client;
 mod drive;
 mod lag;
+mod peer;
 mod raw;
 mod report;
 mod scenario;
@@ -24,7 +25,7 @@ use serde_json::json;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "bench", about = "signalbus benchmarks")]
 pub struct Args {
-    /// throughput | latency | connections | memory | sweeper | rebuild
+    /// throughput | latency | connections | memory | sweeper | rebuild | peer
     pub scenario: String,
     /// Measurement window.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
@@ -95,6 +96,18 @@ pub struct Args {
     /// Run only this phase of `memory` (ack_flood, fact_reads, slow_consumers) in this process.
     #[arg(long)]
     pub memory_phase: Option<String>,
+    /// `peer`: the RabbitMQ to compare with.
+    #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
+    pub amqp_url: String,
+    /// `peer`: both systems at this fixed offered rate (signals/s) instead of flat out.
+    #[arg(long)]
+    pub latency_rate: Option<f64>,
+    /// `peer`: rounds of RabbitMQ then signalbus, interleaved so the machine's noise hits both.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
+    /// `peer`: unacked messages RabbitMQ pushes to a recipient before its acks.
+    #[arg(long, default_value_t = 256)]
+    pub prefetch: u16,
     /// Internal: the child process of `connections` that holds the sessions.
     #[arg(long, hide = true)]
     pub tokens_file: Option<std::path::PathBuf>,
@@ -131,7 +144,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "memory" => scenario::memory::run(&args).await?,
         "sweeper" => scenario::sweeper::run(&args).await?,
         "rebuild" => scenario::rebuild::run(&args).await?,
-        other => bail!("unknown scenario {other:?}: throughput, latency, connections, memory, sweeper or rebuild"),
+        "peer" => scenario::peer::run(&args).await?,
+        other => {
+            bail!("unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild or peer")
+        }
     };
     let params = json!({
         "duration_s": args.duration.as_secs_f64(),
@@ -151,6 +167,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "nats": format!("{:?}", args.nats).to_lowercase(),
         "compare_embedded": args.compare_embedded,
         "url": args.url,
+        "latency_rate": args.latency_rate,
+        "rounds": args.rounds,
+        "prefetch": args.prefetch,
     });
     report::print(&args.scenario, params, report::machine(load_before), &outcome);
     Ok(())

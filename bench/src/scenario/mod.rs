@@ -4,6 +4,7 @@
 
 pub mod connections;
 pub mod memory;
+pub mod peer;
 pub mod rebuild;
 pub mod sweeper;
 pub mod traffic;

@@ -16,10 +16,10 @@ use crate::{raw, Args};
 /// The stream the bus writes (bus's `JetStreamConfig::default`).
 const BUS_STREAM: &str = "SIGNALBUS";
 
-struct ModeRun {
-    json: Value,
+pub(crate) struct ModeRun {
+    pub json: Value,
     events_per_s: f64,
-    summary: String,
+    pub summary: String,
 }
 
 async fn target(args: &Args, embedded: bool) -> anyhow::Result<Target> {
@@ -29,7 +29,12 @@ async fn target(args: &Args, embedded: bool) -> anyhow::Result<Target> {
     })
 }
 
-async fn one_mode(args: &Args, cfg: &DriveConfig, embedded: bool, with_raw: bool) -> anyhow::Result<ModeRun> {
+pub(crate) async fn one_mode(
+    args: &Args,
+    cfg: &DriveConfig,
+    embedded: bool,
+    with_raw: bool,
+) -> anyhow::Result<ModeRun> {
     let mode = if args.url.is_some() {
         "external"
     } else if embedded {
@@ -94,7 +99,7 @@ async fn one_mode(args: &Args, cfg: &DriveConfig, embedded: bool, with_raw: bool
     Ok(ModeRun { json, events_per_s, summary })
 }
 
-fn drive_config(args: &Args, rate: Option<f64>) -> DriveConfig {
+pub(crate) fn drive_config(args: &Args, rate: Option<f64>) -> DriveConfig {
     DriveConfig {
         senders: args.senders,
         recipients: args.recipients,
