@@ -1,0 +1,444 @@
+//! The agent [`Client`]: its options ([`ClientBuilder`]), its shared state, and its lifecycle —
+//! start the background tasks (session, handler, spool replay), wait for a session, close.
+//!
+//! Deliberately not the protocol: the session loop is `session.rs`, the calls are `calls.rs`,
+//! the spool replay `replay.rs`, ask/reply `ask.rs`. This file owns what they share.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{BusError, Error, Result};
+use crate::http::HttpApi;
+use crate::spool::{Spool, SpoolEntry, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES};
+use crate::types::{SendResult, Signal, Welcome};
+
+/// What a signal handler may fail with; a failed handler does not ack (the signal comes back).
+pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
+type BoxFuture = Pin<Box<dyn Future<Output = std::result::Result<(), HandlerError>> + Send>>;
+pub(crate) type Handler = Arc<dyn Fn(Signal, Client) -> BoxFuture + Send + Sync>;
+/// Told about each spooled send a replay settled: accepted, refused for good, or expired.
+pub type ReplayCallback = Arc<dyn Fn(&SpoolEntry, &Result<SendResult>) + Send + Sync>;
+
+/// Options of a [`Client`]; start with [`Client::builder`].
+pub struct ClientBuilder {
+    url: String,
+    token: String,
+    kind: Option<String>,
+    handler: Option<Handler>,
+    auto_ack: bool,
+    spool_dir: Option<PathBuf>,
+    spool_max_bytes: u64,
+    spool_max_age_seconds: u64,
+    replay_rate: f64,
+    replay_interval: Duration,
+    on_replay: Option<ReplayCallback>,
+    identity: Option<String>,
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    reconnect_initial: Duration,
+    reconnect_max: Duration,
+    dedupe_window: usize,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder").field("url", &self.url).field("kind", &self.kind).finish_non_exhaustive()
+    }
+}
+
+impl ClientBuilder {
+    /// `?kind=` of the session: `daemon`, `shim` or `interactive` (the bus's default).
+    pub fn kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
+        self
+    }
+    /// Each pushed signal goes once to `handler`, which gets a clone of the client to reply
+    /// with; with `auto_ack` (default) it is acked after the handler returns `Ok`.
+    pub fn on_signal<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(Signal, Client) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
+    {
+        self.handler = Some(Arc::new(move |s, c| Box::pin(handler(s, c))));
+        self
+    }
+    pub fn auto_ack(mut self, on: bool) -> Self {
+        self.auto_ack = on;
+        self
+    }
+    /// Spool sends the bus cannot take here (one directory per identity).
+    pub fn spool_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spool_dir = Some(dir.into());
+        self
+    }
+    /// Spool caps (defaults 100 MB, 24 h), evicting oldest first.
+    pub fn spool_caps(mut self, max_bytes: u64, max_age: Duration) -> Self {
+        self.spool_max_bytes = max_bytes;
+        self.spool_max_age_seconds = max_age.as_secs().max(1);
+        self
+    }
+    /// Replayed sends per second (default 20), so a returning bus is not flooded.
+    pub fn replay_rate(mut self, per_second: f64) -> Self {
+        self.replay_rate = per_second;
+        self
+    }
+    /// How often the spool is retried besides at each new session (default 5 s).
+    pub fn replay_interval(mut self, every: Duration) -> Self {
+        self.replay_interval = every;
+        self
+    }
+    pub fn on_replay(mut self, callback: impl Fn(&SpoolEntry, &Result<SendResult>) + Send + Sync + 'static) -> Self {
+        self.on_replay = Some(Arc::new(callback));
+        self
+    }
+    /// The identity the token belongs to, before a welcome says so: spool entries are stamped
+    /// with it and only replayed by it.
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = Some(identity.into());
+        self
+    }
+    /// How long a call waits for its answer (default 15 s).
+    pub fn request_timeout(mut self, t: Duration) -> Self {
+        self.request_timeout = t;
+        self
+    }
+    /// How long `connect` waits for the first session (default 10 s).
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+    /// Reconnect backoff: starts at `initial` (0.5 s), doubles up to `max` (30 s), jittered.
+    pub fn reconnect(mut self, initial: Duration, max: Duration) -> Self {
+        self.reconnect_initial = initial;
+        self.reconnect_max = max.max(initial);
+        self
+    }
+    /// How many recent signal ids are remembered to drop redeliveries (default 10,000).
+    pub fn dedupe_window(mut self, n: usize) -> Self {
+        self.dedupe_window = n.max(1);
+        self
+    }
+
+    pub fn build(self) -> Result<Client> {
+        if self.replay_rate.is_nan() || self.replay_rate <= 0.0 {
+            return Err(usage("replay_rate must be positive (sends per second)"));
+        }
+        let api = HttpApi::new(&self.url, &self.token, self.request_timeout)?;
+        let spool = match &self.spool_dir {
+            Some(dir) => Some(Spool::open(dir, self.spool_max_bytes, self.spool_max_age_seconds)?),
+            None => None,
+        };
+        let ws_scheme = if api.base().starts_with("https://") { "wss://" } else { "ws://" };
+        let host_path = api.base().split_once("://").map_or("", |(_, rest)| rest);
+        let mut ws_url = format!("{ws_scheme}{host_path}/v1/ws");
+        if let Some(k) = &self.kind {
+            ws_url.push_str(&format!("?kind={}", crate::http::segment(k)));
+        }
+        let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
+        let (state, _) = watch::channel(SessionState::default());
+        Ok(Client {
+            inner: Arc::new(Inner {
+                api,
+                ws_url,
+                auto_ack: self.auto_ack,
+                request_timeout: self.request_timeout,
+                connect_timeout: self.connect_timeout,
+                reconnect_initial: self.reconnect_initial,
+                reconnect_max: self.reconnect_max,
+                replay_gap: Duration::from_secs_f64(1.0 / self.replay_rate),
+                replay_interval: self.replay_interval,
+                handler: self.handler,
+                on_replay: self.on_replay,
+                spool,
+                out: Mutex::new(None),
+                kill: Mutex::new(None),
+                pending: Mutex::new(HashMap::new()),
+                refs: AtomicU64::new(0),
+                seen: Mutex::new(Seen { window: self.dedupe_window, ..Seen::default() }),
+                asks: Mutex::new(HashMap::new()),
+                inbox_tx,
+                inbox_rx: tokio::sync::Mutex::new(inbox_rx),
+                state,
+                identity: Mutex::new(self.identity),
+                duplicates_dropped: AtomicU64::new(0),
+                sessions_opened: AtomicU64::new(0),
+                replay_wakeup: Notify::new(),
+                replay_lock: tokio::sync::Mutex::new(()),
+                shutdown: CancellationToken::new(),
+                started: AtomicBool::new(false),
+                tasks: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+}
+
+pub(crate) fn usage(message: &str) -> Error {
+    Error::InvalidRequest(BusError {
+        code: "invalid_request".into(),
+        message: message.into(),
+        status: None,
+        details: Default::default(),
+    })
+}
+
+/// What the session supervisor publishes: whether a session is open, its welcome, and the
+/// error that made the client give up (a refused token).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SessionState {
+    pub connected: bool,
+    pub welcome: Option<Welcome>,
+    pub fatal: Option<Error>,
+    pub closed: bool,
+}
+
+/// Recently seen signal ids: `true` once handled (acked), `false` while the handler runs.
+/// Bounded, oldest forgotten first, so a long-lived client does not grow without end.
+#[derive(Debug, Default)]
+pub(crate) struct Seen {
+    window: usize,
+    ids: HashMap<String, bool>,
+    order: VecDeque<String>,
+}
+
+impl Seen {
+    pub fn get(&self, id: &str) -> Option<bool> {
+        self.ids.get(id).copied()
+    }
+    pub fn remember(&mut self, id: &str, handled: bool) {
+        if self.ids.insert(id.to_string(), handled).is_none() {
+            self.order.push_back(id.to_string());
+        }
+        while self.ids.len() > self.window {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.ids.remove(&old);
+                }
+                None => break,
+            }
+        }
+    }
+    pub fn forget(&mut self, id: &str) {
+        self.ids.remove(id);
+        self.order.retain(|o| o != id);
+    }
+}
+
+/// Everything the client's tasks share. Std mutexes: every critical section is a map or
+/// option update that never awaits.
+pub(crate) struct Inner {
+    pub api: HttpApi,
+    pub ws_url: String,
+    pub auto_ack: bool,
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub reconnect_initial: Duration,
+    pub reconnect_max: Duration,
+    pub replay_gap: Duration,
+    pub replay_interval: Duration,
+    pub handler: Option<Handler>,
+    pub on_replay: Option<ReplayCallback>,
+    pub spool: Option<Spool>,
+    /// The open session's outbound queue (its writer owns the socket); `None` between sessions.
+    pub out: Mutex<Option<mpsc::UnboundedSender<Message>>>,
+    /// Cancelling it drops the open session's socket without a close handshake.
+    pub kill: Mutex<Option<CancellationToken>>,
+    /// Calls waiting for their `result` frame, by `ref`.
+    pub pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    pub refs: AtomicU64,
+    pub seen: Mutex<Seen>,
+    /// Asks waiting for a reply, by correlation_id.
+    pub asks: Mutex<HashMap<String, oneshot::Sender<Signal>>>,
+    pub inbox_tx: mpsc::UnboundedSender<Signal>,
+    pub inbox_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Signal>>,
+    pub state: watch::Sender<SessionState>,
+    pub identity: Mutex<Option<String>>,
+    pub duplicates_dropped: AtomicU64,
+    pub sessions_opened: AtomicU64,
+    pub replay_wakeup: Notify,
+    /// One replay pass at a time (the loop and a caller's `replay_spool`).
+    pub replay_lock: tokio::sync::Mutex<()>,
+    pub shutdown: CancellationToken,
+    pub started: AtomicBool,
+    pub tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Inner {
+    /// Drops every call waiting for a result: each sees the session closed (outcome unknown).
+    pub fn fail_pending(&self) {
+        self.pending.lock().unwrap().clear();
+    }
+}
+
+/// An agent's client: one WebSocket session kept open (reconnecting with jittered backoff,
+/// heartbeating, resuming delivery with redeliveries deduped), the HTTP API, and an optional
+/// offline spool. Cheap to clone; call [`Client::close`] when done, which stops its tasks.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("url", &self.inner.api.base()).field("connected", &self.connected()).finish()
+    }
+}
+
+impl Client {
+    /// Options for a client of the bus at `url` (`http(s)://host:port`) with an agent `token`.
+    pub fn builder(url: impl Into<String>, token: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            url: url.into(),
+            token: token.into(),
+            kind: None,
+            handler: None,
+            auto_ack: true,
+            spool_dir: None,
+            spool_max_bytes: DEFAULT_MAX_BYTES,
+            spool_max_age_seconds: DEFAULT_MAX_AGE_SECONDS,
+            replay_rate: 20.0,
+            replay_interval: Duration::from_secs(5),
+            on_replay: None,
+            identity: None,
+            request_timeout: Duration::from_secs(15),
+            connect_timeout: Duration::from_secs(10),
+            reconnect_initial: Duration::from_millis(500),
+            reconnect_max: Duration::from_secs(30),
+            dedupe_window: 10_000,
+        }
+    }
+
+    /// A client with default options (HTTP calls work at once; `connect` opens the session).
+    pub fn new(url: impl Into<String>, token: impl Into<String>) -> Result<Client> {
+        Client::builder(url, token).build()
+    }
+
+    /// The HTTP half, for calls this client has no method for.
+    pub fn http(&self) -> &HttpApi {
+        &self.inner.api
+    }
+
+    pub fn welcome(&self) -> Option<Welcome> {
+        self.inner.state.borrow().welcome.clone()
+    }
+    pub fn connected(&self) -> bool {
+        self.inner.state.borrow().connected
+    }
+    /// The identity: the welcome's, else the one given to the builder.
+    pub fn identity(&self) -> Option<String> {
+        self.inner.identity.lock().unwrap().clone()
+    }
+    pub fn spool(&self) -> Option<&Spool> {
+        self.inner.spool.as_ref()
+    }
+    /// Sessions opened so far (1 after `connect`, 2 after one reconnect, ...).
+    pub fn sessions_opened(&self) -> u64 {
+        self.inner.sessions_opened.load(Ordering::Relaxed)
+    }
+    /// Redelivered signals dropped because their id was seen already.
+    pub fn duplicates_dropped(&self) -> u64 {
+        self.inner.duplicates_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Starts the session supervisor, the handler and the spool replay in the background
+    /// without waiting for the bus. Needs a tokio runtime.
+    pub fn start(&self) -> Result<()> {
+        if self.inner.shutdown.is_cancelled() {
+            return Err(Error::Closed);
+        }
+        if self.inner.started.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut tasks = self.inner.tasks.lock().unwrap();
+        tasks.push(tokio::spawn(crate::session::supervise(self.inner.clone())));
+        if self.inner.handler.is_some() {
+            tasks.push(tokio::spawn(crate::session::dispatch(self.clone())));
+        }
+        if self.inner.spool.is_some() {
+            tasks.push(tokio::spawn(crate::replay::replay_loop(self.clone())));
+        }
+        Ok(())
+    }
+
+    /// Starts (see `start`) and waits for the first session's welcome. A refused token fails
+    /// with `Unauthorized` and the client stops trying; no session within the connect timeout
+    /// is `Timeout` (the client keeps trying in the background until `close`).
+    pub async fn connect(&self) -> Result<Welcome> {
+        self.start()?;
+        self.wait_connected(self.inner.connect_timeout).await
+    }
+
+    /// Waits until a session is open (or the client gave up, or `timeout` passed).
+    pub async fn wait_connected(&self, timeout: Duration) -> Result<Welcome> {
+        let mut rx = self.inner.state.subscribe();
+        let wait = async {
+            loop {
+                {
+                    let s = rx.borrow_and_update();
+                    if let Some(fatal) = &s.fatal {
+                        return Err(fatal.clone());
+                    }
+                    if s.closed {
+                        return Err(Error::Closed);
+                    }
+                    if let (true, Some(w)) = (s.connected, &s.welcome) {
+                        return Ok(w.clone());
+                    }
+                }
+                if rx.changed().await.is_err() {
+                    return Err(Error::Closed);
+                }
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.unwrap_or_else(|_| {
+            Err(Error::Timeout {
+                message: format!("no session with {} within {timeout:?}; still trying in the background", self.inner.api.base()),
+                dedupe_key: None,
+            })
+        })
+    }
+
+    /// Waits until no session is open.
+    pub async fn wait_disconnected(&self, timeout: Duration) -> Result<()> {
+        let mut rx = self.inner.state.subscribe();
+        let waited = tokio::time::timeout(timeout, async { rx.wait_for(|s| !s.connected).await.map(|_| ()) }).await;
+        match waited {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Error::Timeout { message: format!("the session did not close within {timeout:?}"), dedupe_key: None }),
+        }
+    }
+
+    /// Drops the open socket without a close handshake, as a network failure would; the client
+    /// reconnects. For tests and for callers who know the link is dead.
+    pub fn drop_connection(&self) {
+        if let Some(kill) = self.inner.kill.lock().unwrap().as_ref() {
+            kill.cancel();
+        }
+    }
+
+    /// Closes the session (1000) and stops every background task. Calls still waiting fail
+    /// with `Closed` or `Transport`; a signal handled but not yet acked comes back next time.
+    pub async fn close(&self) {
+        self.inner.state.send_modify(|s| s.closed = true);
+        self.inner.shutdown.cancel();
+        let tasks: Vec<_> = std::mem::take(&mut *self.inner.tasks.lock().unwrap());
+        for task in tasks {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(3), task).await.is_err() {
+                abort.abort();
+            }
+        }
+        self.inner.fail_pending();
+        self.inner.asks.lock().unwrap().clear();
+    }
+}

@@ -1,0 +1,37 @@
+//! The Rust client library of signalbus: an agent keeps one WebSocket session open to the bus
+//! (reconnecting with jittered backoff, heartbeating, resuming delivery with redeliveries
+//! deduped by id), calls the HTTP API, and spools sends the bus cannot take to a directory that
+//! is replayed newest first when the bus is back. The behaviour and the spool's file format are
+//! those of the Python and TypeScript clients (clients/SCENARIOS.md).
+//!
+//! Deliberately a wire client: it depends on no crate of the bus, only on CONTRACT.md's JSON.
+//!
+//! # Layout
+//! - `error`: the one error enum; every variant says what to do.
+//! - `types`: the wire shapes (send request and result, signals, rows, facts, roster).
+//! - `http`: one HTTP call with its answer typed; the `AdminClient`.
+//! - `client`: `Client`, its builder, shared state and lifecycle.
+//! - `session`: the WebSocket session loop, push routing, dedupe, handler dispatch.
+//! - `calls`: send (and spooling), recall, ack, receive, inbox, drain, get, list, facts.
+//! - `spool` / `replay`: the offline spool and its replay.
+//! - `ask`: ask / reply.
+
+mod ask;
+mod calls;
+mod client;
+mod error;
+mod http;
+mod replay;
+mod session;
+mod spool;
+mod types;
+
+pub use client::{Client, ClientBuilder, HandlerError, ReplayCallback};
+pub use error::{BusError, Error, Result};
+pub use http::{AdminClient, HttpApi};
+pub use replay::ReplayReport;
+pub use spool::{Spool, SpoolEntry, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES};
+pub use types::{
+    default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, SendOutcome,
+    SendRequest, SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
+};
