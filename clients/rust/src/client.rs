@@ -134,7 +134,7 @@ impl ClientBuilder {
         if self.replay_rate.is_nan() || self.replay_rate <= 0.0 {
             return Err(usage("replay_rate must be positive (sends per second)"));
         }
-        let api = HttpApi::new(&self.url, &self.token, self.request_timeout)?;
+        let api = HttpApi::new(&self.url, &self.token, Some(self.request_timeout))?;
         let spool = match &self.spool_dir {
             Some(dir) => Some(Spool::open(dir, self.spool_max_bytes, self.spool_max_age_seconds)?),
             None => None,

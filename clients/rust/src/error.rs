@@ -65,10 +65,22 @@ pub enum Error {
     /// A code or status this client does not know (e.g. 405 from an older bus).
     #[error("{0} (an answer this client does not know: check the bus and client versions)")]
     Other(BusError),
-    /// The bus could not be reached or the connection dropped before an answer: the outcome
-    /// of a send is unknown.
+    /// No connection to the bus could be made: nothing was sent.
+    #[error("unreachable: {message} (nothing was sent: retry once the bus is reachable, or give the client a spool)")]
+    Unreachable {
+        message: String,
+        /// The innermost cause (e.g. `Connection refused (os error 111)`).
+        cause: String,
+        dedupe_key: Option<String>,
+    },
+    /// The connection dropped before an answer came: the outcome of a send is unknown.
     #[error("transport: {message} (the outcome is unknown: retry with the same dedupe_key once the bus is reachable)")]
-    Transport { message: String, dedupe_key: Option<String> },
+    Transport {
+        message: String,
+        /// The innermost cause, when an I/O error had one.
+        cause: Option<String>,
+        dedupe_key: Option<String>,
+    },
     #[error("timeout: {message} (no answer in time, the outcome is unknown: retry with the same dedupe_key)")]
     Timeout { message: String, dedupe_key: Option<String> },
     /// No reply with the ask's correlation_id came in time; the question itself was sent.
@@ -103,6 +115,7 @@ impl Error {
             Error::RecipientUnavailable { error, .. }
             | Error::RateLimited { error, .. }
             | Error::Unavailable { error, .. } => &error.code,
+            Error::Unreachable { .. } => "unreachable",
             Error::Transport { .. } => "transport",
             Error::Timeout { .. } => "timeout",
             Error::AskTimeout { .. } => "ask_timeout",
@@ -142,6 +155,7 @@ impl Error {
     pub fn dedupe_key(&self) -> Option<&str> {
         match self {
             Error::Transport { dedupe_key, .. }
+            | Error::Unreachable { dedupe_key, .. }
             | Error::Timeout { dedupe_key, .. }
             | Error::Unavailable { dedupe_key, .. }
             | Error::SpoolFull { dedupe_key, .. } => dedupe_key.as_deref(),
@@ -166,7 +180,19 @@ impl Error {
 
     /// Whether the send should go to the spool: the bus did not take it, or may not have.
     pub(crate) fn is_spoolable(&self) -> bool {
-        matches!(self, Error::Transport { .. } | Error::Timeout { .. } | Error::Unavailable { .. })
+        matches!(
+            self,
+            Error::Transport { .. } | Error::Unreachable { .. } | Error::Timeout { .. } | Error::Unavailable { .. }
+        )
+    }
+
+    /// The innermost cause of a failed connection or exchange, when there is one.
+    pub fn transport_cause(&self) -> Option<&str> {
+        match self {
+            Error::Unreachable { cause, .. } => Some(cause),
+            Error::Transport { cause, .. } => cause.as_deref(),
+            _ => None,
+        }
     }
 
     /// Fatal for a session: reconnecting with the same token cannot help.
@@ -179,6 +205,7 @@ impl Error {
         if let Some(k) = key {
             match &mut self {
                 Error::Transport { dedupe_key, .. }
+                | Error::Unreachable { dedupe_key, .. }
                 | Error::Timeout { dedupe_key, .. }
                 | Error::Unavailable { dedupe_key, .. }
                 | Error::SpoolFull { dedupe_key, .. } => {
@@ -191,7 +218,7 @@ impl Error {
     }
 
     pub(crate) fn transport(message: impl Into<String>) -> Error {
-        Error::Transport { message: message.into(), dedupe_key: None }
+        Error::Transport { message: message.into(), cause: None, dedupe_key: None }
     }
 
     /// The typed error of a bus error body (`{"error":{...}}`) or error object, given the

@@ -32,18 +32,21 @@ pub struct HttpApi {
     base: String,
     token: String,
     http: reqwest::Client,
-    timeout: Duration,
+    timeout: Option<Duration>,
 }
 
 impl HttpApi {
-    /// `url` is the bus's `http(s)://` base URL.
-    pub fn new(url: &str, token: &str, timeout: Duration) -> Result<Self> {
+    /// `url` is the bus's `http(s)://` base URL; an empty `token` sends no Authorization
+    /// header; `timeout` bounds each call (`None`: wait as long as the connection lives).
+    pub fn new(url: &str, token: &str, timeout: Option<Duration>) -> Result<Self> {
+        HttpApi::with_client(url, token, timeout, reqwest::Client::new())
+    }
+
+    /// `new` sharing the caller's reqwest client (and its connection pool).
+    pub fn with_client(url: &str, token: &str, timeout: Option<Duration>, http: reqwest::Client) -> Result<Self> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(Error::Protocol(format!("url must be the bus's http(s) base URL, got {url:?}")));
         }
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|e| Error::transport(format!("cannot build an HTTP client: {e}")))?;
         Ok(HttpApi { base: url.trim_end_matches('/').to_string(), token: token.to_string(), http, timeout })
     }
 
@@ -70,7 +73,7 @@ impl HttpApi {
             return Ok(value);
         }
         let code = status.as_u16();
-        if value.is_null() && matches!(code, 502 | 504) {
+        if !value.is_object() && matches!(code, 502 | 504) {
             return Err(Error::transport(format!(
                 "{method} {path}: a proxy answered {code}; the bus may not have seen the request"
             )));
@@ -78,8 +81,8 @@ impl HttpApi {
         Err(Error::from_body(&value, Some(code)))
     }
 
-    /// One call, answering the status and the body (JSON, or `Null` when empty or not JSON);
-    /// for callers that render the bus's answer as it is (the CLI).
+    /// One call, answering the status and the body (JSON, or the text as a JSON string when it
+    /// is not JSON); for callers that render the bus's answer as it is (the CLI).
     pub async fn raw(
         &self,
         method: Method,
@@ -88,11 +91,13 @@ impl HttpApi {
         body: Option<&Value>,
     ) -> Result<(StatusCode, Value)> {
         let pairs: Vec<(&str, &str)> = query.iter().filter_map(|(k, v)| v.as_deref().map(|v| (*k, v))).collect();
-        let mut req = self
-            .http
-            .request(method.clone(), format!("{}{}", self.base, path))
-            .bearer_auth(&self.token)
-            .timeout(self.timeout);
+        let mut req = self.http.request(method.clone(), format!("{}{}", self.base, path));
+        if !self.token.is_empty() {
+            req = req.bearer_auth(&self.token);
+        }
+        if let Some(t) = self.timeout {
+            req = req.timeout(t);
+        }
         if !pairs.is_empty() {
             req = req.query(&pairs);
         }
@@ -100,10 +105,15 @@ impl HttpApi {
             req = req.json(b);
         }
         let resp = req.send().await.map_err(|e| {
-            if e.is_timeout() {
+            let cause = root_cause(&e);
+            if e.is_connect() {
+                let message = format!("{method} {path}: cannot connect to {} ({cause})", self.base);
+                Error::Unreachable { message, cause, dedupe_key: None }
+            } else if e.is_timeout() {
                 Error::Timeout { message: format!("{method} {path}: no answer within {:?}", self.timeout), dedupe_key: None }
             } else {
-                Error::transport(format!("{method} {path}: the bus could not be reached ({})", root_cause(&e)))
+                let message = format!("{method} {path}: the exchange with the bus failed ({cause})");
+                Error::Transport { message, cause: Some(cause), dedupe_key: None }
             }
         })?;
         let status = resp.status();
@@ -111,7 +121,8 @@ impl HttpApi {
         let bytes = resp.bytes().await.map_err(|e| {
             Error::transport(format!("{method} {path}: the answer was cut off ({})", root_cause(&e)))
         })?;
-        let mut value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let mut value: Value = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
         // A 429 may say when to retry only in its header: carry it as the body's field.
         if let (StatusCode::TOO_MANY_REQUESTS, Some(secs)) = (status, retry_after) {
             if value.pointer("/error/retry_after_ms").is_none() {
@@ -154,7 +165,12 @@ pub struct AdminClient {
 
 impl AdminClient {
     pub fn new(url: &str, admin_token: &str) -> Result<Self> {
-        Ok(AdminClient { api: HttpApi::new(url, admin_token, Duration::from_secs(15))? })
+        Ok(AdminClient { api: HttpApi::new(url, admin_token, Some(Duration::from_secs(15)))? })
+    }
+
+    /// An admin client on an `HttpApi` built by the caller (its own reqwest client, timeout).
+    pub fn from_api(api: HttpApi) -> Self {
+        AdminClient { api }
     }
 
     /// Registers `identity` in `tenant` (default `default`) as `kind` (default `interactive`).

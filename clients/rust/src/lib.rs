@@ -35,3 +35,8 @@ pub use types::{
     default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, SendOutcome,
     SendRequest, SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
 };
+
+/// Compiles the README's example, so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
