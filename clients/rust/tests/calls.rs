@@ -186,8 +186,8 @@ async fn s15_inbox_drain_get_list() {
     let row = bob.get(&high.signal_id).await.unwrap();
     assert_eq!((row.delivered_via.as_deref(), row.status()), (Some("inbox"), "delivered"));
     assert_eq!(bob.ack(&drained).await.unwrap(), 2);
-    let recv = bob.list(&ListQuery { role: Some("received".into()), status: Some("delivered".into()), ..Default::default() });
-    let mut got: Vec<String> = recv.await.unwrap().signals.into_iter().map(|r| r.id).collect();
+    let recv = ListQuery { role: Some("received".into()), status: Some("delivered".into()), ..Default::default() };
+    let mut got: Vec<String> = bob.list(&recv).await.unwrap().signals.into_iter().map(|r| r.id).collect();
     got.sort();
     let mut want = order.clone();
     want.sort();
