@@ -3,8 +3,7 @@
 //! `--stale-after 3s`. Plus the `eventually` poll the scenarios wait with.
 //!
 //! Deliberately no fake bus: the binary is `$SIGNALBUS_BIN`, else `target/debug/signalbus`
-//! built here once (`cargo build --bin signalbus`); a missing binary fails the test, never
-//! skips it.
+//! (built by `scripts/test` before the tests); a missing binary fails the test, never skips it.
 
 #![allow(dead_code)] // each test binary uses a part of this module
 
@@ -23,8 +22,10 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the workspace root")
 }
 
-/// The signalbus binary: `$SIGNALBUS_BIN`, else the workspace's debug build, (re)built once per
-/// test process so the scenarios never run against yesterday's bus.
+/// The signalbus binary: `$SIGNALBUS_BIN`, else the workspace's debug build. Not built here:
+/// a `cargo build` inside `cargo test` inherits the test's environment, which reruns build
+/// scripts and flips the fingerprints of the outer build back and forth. `scripts/test` and
+/// `clients/test` build it before the tests; a missing one fails every scenario, loudly.
 pub fn binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -32,13 +33,6 @@ pub fn binary() -> &'static Path {
             Some(p) => PathBuf::from(p),
             None => {
                 let root = workspace_root();
-                let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-                let status = Command::new(cargo)
-                    .args(["build", "--bin", "signalbus"])
-                    .current_dir(&root)
-                    .status()
-                    .expect("running cargo build --bin signalbus");
-                assert!(status.success(), "cargo build --bin signalbus failed ({status})");
                 let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
                 target.join("debug/signalbus")
             }
@@ -46,7 +40,8 @@ pub fn binary() -> &'static Path {
         let ok = std::fs::metadata(&path).map(|m| m.is_file() && m.len() > 0).unwrap_or(false);
         assert!(
             ok,
-            "the signalbus binary {} is missing or empty: build it with `cargo build --bin signalbus` or point SIGNALBUS_BIN at one",
+            "the signalbus binary {} is missing or empty: build it first with `cargo build --bin signalbus` \
+             (scripts/test does) or point SIGNALBUS_BIN at one",
             path.display()
         );
         path
