@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use reqwest::{Method, Url};
-use signalbus_client::HttpApi;
 use serde_json::Value;
+use signalbus_client::HttpApi;
 
 use super::Conn;
 

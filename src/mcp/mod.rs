@@ -62,13 +62,7 @@ pub async fn run(args: McpArgs) -> i32 {
             return 2;
         }
     };
-    let shim = shim::Shim {
-        base,
-        api,
-        buffer,
-        peer: Default::default(),
-        quiet: Default::default(),
-    };
+    let shim = shim::Shim { base, api, buffer, peer: Default::default(), quiet: Default::default() };
     shim.announce_pushes();
     let code = match shim.serve(rmcp::transport::stdio()).await {
         Ok(running) => match running.waiting().await {

@@ -184,12 +184,12 @@ impl ClientBuilder {
 }
 
 pub(crate) fn usage(message: &str) -> Error {
-    Error::InvalidRequest(BusError {
+    Error::InvalidRequest(Box::new(BusError {
         code: "invalid_request".into(),
         message: message.into(),
         status: None,
         details: Default::default(),
-    })
+    }))
 }
 
 /// What the session supervisor publishes: whether a session is open, its welcome, and the
@@ -402,7 +402,10 @@ impl Client {
         };
         tokio::time::timeout(timeout, wait).await.unwrap_or_else(|_| {
             Err(Error::Timeout {
-                message: format!("no session with {} within {timeout:?}; still trying in the background", self.inner.api.base()),
+                message: format!(
+                    "no session with {} within {timeout:?}; still trying in the background",
+                    self.inner.api.base()
+                ),
                 dedupe_key: None,
             })
         })
@@ -414,7 +417,10 @@ impl Client {
         let waited = tokio::time::timeout(timeout, async { rx.wait_for(|s| !s.connected).await.map(|_| ()) }).await;
         match waited {
             Ok(_) => Ok(()),
-            Err(_) => Err(Error::Timeout { message: format!("the session did not close within {timeout:?}"), dedupe_key: None }),
+            Err(_) => Err(Error::Timeout {
+                message: format!("the session did not close within {timeout:?}"),
+                dedupe_key: None,
+            }),
         }
     }
 

@@ -34,15 +34,15 @@ impl std::fmt::Display for BusError {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     #[error("{0} (fix the request: the message names the field; retrying it unchanged fails again)")]
-    InvalidRequest(BusError),
+    InvalidRequest(Box<BusError>),
     #[error("{0} (the token is missing, wrong, rotated or removed: get a valid token and build a new client)")]
-    Unauthorized(BusError),
+    Unauthorized(Box<BusError>),
     #[error("{0} (this token may not do that: agent vs admin, another tenant, a plugin you do not own)")]
-    Forbidden(BusError),
+    Forbidden(Box<BusError>),
     #[error("{0} (no such resource visible to you; check the id or name)")]
-    NotFound(BusError),
+    NotFound(Box<BusError>),
     #[error("{0} (the recipient is not registered in your tenant: register it (admin) or fix the name)")]
-    UnknownRecipient(BusError),
+    UnknownRecipient(Box<BusError>),
     /// A sync send bounced: nothing was queued and nothing will ever be delivered.
     #[error("{error} (nothing was queued: send async to queue it, or retry later with a new dedupe_key)")]
     RecipientUnavailable {
@@ -50,21 +50,21 @@ pub enum Error {
         recipient_state: String,
         /// The bounce's signal id (recorded for audit, never queued).
         signal_id: Option<String>,
-        error: BusError,
+        error: Box<BusError>,
     },
     #[error("{0} (the identity exists: rotate its token instead of registering it again)")]
-    AlreadyRegistered(BusError),
+    AlreadyRegistered(Box<BusError>),
     #[error("{0} (payloads are at most 64 KiB encoded, plugin states 1 MiB: send less, or a reference to it)")]
-    PayloadTooLarge(BusError),
+    PayloadTooLarge(Box<BusError>),
     #[error("{error} (over the quota: nothing was recorded; retry after retry_after)")]
-    RateLimited { retry_after: Option<Duration>, error: BusError },
+    RateLimited { retry_after: Option<Duration>, error: Box<BusError> },
     #[error("{error} (the bus took nothing: retry later with the same dedupe_key, or give the client a spool)")]
-    Unavailable { dedupe_key: Option<String>, error: BusError },
+    Unavailable { dedupe_key: Option<String>, error: Box<BusError> },
     #[error("{0} (the bus failed: retry later with the same dedupe_key and report it if it persists)")]
-    Internal(BusError),
+    Internal(Box<BusError>),
     /// A code or status this client does not know (e.g. 405 from an older bus).
     #[error("{0} (an answer this client does not know: check the bus and client versions)")]
-    Other(BusError),
+    Other(Box<BusError>),
     /// No connection to the bus could be made: nothing was sent.
     #[error("unreachable: {message} (nothing was sent: retry once the bus is reachable, or give the client a spool)")]
     Unreachable {
@@ -138,10 +138,10 @@ impl Error {
             | Error::AlreadyRegistered(e)
             | Error::PayloadTooLarge(e)
             | Error::Internal(e)
-            | Error::Other(e) => Some(e),
+            | Error::Other(e) => Some(e.as_ref()),
             Error::RecipientUnavailable { error, .. }
             | Error::RateLimited { error, .. }
-            | Error::Unavailable { error, .. } => Some(error),
+            | Error::Unavailable { error, .. } => Some(error.as_ref()),
             _ => None,
         }
     }
@@ -227,10 +227,8 @@ impl Error {
         let obj = body.get("error").filter(|e| e.is_object()).unwrap_or(body);
         let mut details = obj.as_object().cloned().unwrap_or_default();
         let code = details.remove("code").and_then(|c| c.as_str().map(str::to_string));
-        let message = details
-            .remove("message")
-            .and_then(|m| m.as_str().map(str::to_string))
-            .unwrap_or_else(|| match status {
+        let message =
+            details.remove("message").and_then(|m| m.as_str().map(str::to_string)).unwrap_or_else(|| match status {
                 Some(s) => format!("the bus answered {s}"),
                 None => "the bus answered an error".into(),
             });
@@ -255,18 +253,18 @@ impl Error {
             .get("retry_after_ms")
             .and_then(Value::as_f64)
             .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
-        let error = BusError { code: if code.is_empty() { "error".into() } else { code }, message, status, details };
+        // Boxed: the bus's error object is the large part, and `Result<T, Error>` stays small.
+        let error =
+            Box::new(BusError { code: if code.is_empty() { "error".into() } else { code }, message, status, details });
         match error.code.as_str() {
             "invalid_request" => Error::InvalidRequest(error),
             "unauthorized" => Error::Unauthorized(error),
             "forbidden" => Error::Forbidden(error),
             "not_found" => Error::NotFound(error),
             "unknown_recipient" => Error::UnknownRecipient(error),
-            "recipient_unavailable" => Error::RecipientUnavailable {
-                recipient_state: recipient_state.unwrap_or_default(),
-                signal_id,
-                error,
-            },
+            "recipient_unavailable" => {
+                Error::RecipientUnavailable { recipient_state: recipient_state.unwrap_or_default(), signal_id, error }
+            }
             "already_registered" => Error::AlreadyRegistered(error),
             "payload_too_large" => Error::PayloadTooLarge(error),
             "rate_limited" => Error::RateLimited { retry_after, error },

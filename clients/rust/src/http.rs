@@ -110,24 +110,30 @@ impl HttpApi {
                 let message = format!("{method} {path}: cannot connect to {} ({cause})", self.base);
                 Error::Unreachable { message, cause, dedupe_key: None }
             } else if e.is_timeout() {
-                Error::Timeout { message: format!("{method} {path}: no answer within {:?}", self.timeout), dedupe_key: None }
+                Error::Timeout {
+                    message: format!("{method} {path}: no answer within {:?}", self.timeout),
+                    dedupe_key: None,
+                }
             } else {
                 let message = format!("{method} {path}: the exchange with the bus failed ({cause})");
                 Error::Transport { message, cause: Some(cause), dedupe_key: None }
             }
         })?;
         let status = resp.status();
-        let retry_after = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok());
-        let bytes = resp.bytes().await.map_err(|e| {
-            Error::transport(format!("{method} {path}: the answer was cut off ({})", root_cause(&e)))
-        })?;
+        let retry_after =
+            resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok());
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| Error::transport(format!("{method} {path}: the answer was cut off ({})", root_cause(&e))))?;
         let mut value: Value = serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
         // A 429 may say when to retry only in its header: carry it as the body's field.
         if let (StatusCode::TOO_MANY_REQUESTS, Some(secs)) = (status, retry_after) {
             if value.pointer("/error/retry_after_ms").is_none() {
                 if !value.get("error").is_some_and(Value::is_object) {
-                    value = json!({"error": {"code": "rate_limited", "message": format!("{method} {path}: rate limited")}});
+                    value =
+                        json!({"error": {"code": "rate_limited", "message": format!("{method} {path}: rate limited")}});
                 }
                 value["error"]["retry_after_ms"] = json!(secs * 1000.0);
             }

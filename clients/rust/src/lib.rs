@@ -32,8 +32,8 @@ pub use http::{AdminClient, HttpApi};
 pub use replay::ReplayReport;
 pub use spool::{Spool, SpoolEntry, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES};
 pub use types::{
-    default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, SendOutcome,
-    SendRequest, SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
+    default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, SendOutcome, SendRequest,
+    SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
 };
 
 /// Compiles the README's example, so it stays true.

@@ -50,7 +50,12 @@ pub(crate) async fn supervise(inner: Arc<Inner>) {
         // lost the same bus do not come back in lockstep.
         let ceiling = inner.reconnect_initial.saturating_mul(1 << attempt.min(20)).min(inner.reconnect_max);
         let delay = ceiling.mul_f64(rand::thread_rng().gen_range(0.5..=1.0));
-        tracing::info!(url = inner.api.base(), delay_ms = delay.as_millis() as u64, attempt = attempt + 1, "reconnecting");
+        tracing::info!(
+            url = inner.api.base(),
+            delay_ms = delay.as_millis() as u64,
+            attempt = attempt + 1,
+            "reconnecting"
+        );
         tokio::select! {
             _ = inner.shutdown.cancelled() => return,
             _ = tokio::time::sleep(delay) => {}
@@ -59,7 +64,12 @@ pub(crate) async fn supervise(inner: Arc<Inner>) {
 }
 
 fn unauthorized(message: String) -> Error {
-    Error::Unauthorized(BusError { code: "unauthorized".into(), message, status: None, details: Default::default() })
+    Error::Unauthorized(Box::new(BusError {
+        code: "unauthorized".into(),
+        message,
+        status: None,
+        details: Default::default(),
+    }))
 }
 
 /// One session: connect, welcome, then read and write until it ends. `Ok(true)` when a welcome
@@ -178,7 +188,9 @@ async fn run_session(inner: &Arc<Inner>) -> Result<bool> {
             if reason.is_empty() { "token rotated or agent removed" } else { &reason }
         ))),
         Some((1009, _)) => {
-            tracing::error!("the bus closed the session with 1009: a frame was over its size limit; send smaller frames");
+            tracing::error!(
+                "the bus closed the session with 1009: a frame was over its size limit; send smaller frames"
+            );
             Ok(true)
         }
         _ => Ok(true),

@@ -23,7 +23,9 @@ fn sent(out: SendOutcome) -> SendResult {
 
 fn bounce(r: signalbus_client::Result<SendOutcome>) -> (String, Option<String>, Option<u16>) {
     match r {
-        Err(Error::RecipientUnavailable { recipient_state, signal_id, error }) => (recipient_state, signal_id, error.status),
+        Err(Error::RecipientUnavailable { recipient_state, signal_id, error }) => {
+            (recipient_state, signal_id, error.status)
+        }
         other => panic!("expected RecipientUnavailable, got {other:?}"),
     }
 }
@@ -33,12 +35,18 @@ async fn s04_send_every_class_to_an_offline_recipient() {
     let bus = Bus::start_new().await;
     let (at, bt) = (bus.token("alice").await, bus.token("bob").await);
     let alice = bus.connected(&at).await;
-    let q = sent(alice.send(SendRequest::new("bob", "Question").payload(json!({"q": "async"})).delivery_class("async")).await.unwrap());
+    let q = sent(
+        alice
+            .send(SendRequest::new("bob", "Question").payload(json!({"q": "async"})).delivery_class("async"))
+            .await
+            .unwrap(),
+    );
     assert_eq!(
         (q.delivered, q.queued, q.recipient_state.as_str(), q.publish_path.as_str()),
         (false, true, "not_available_offline", "queued_offline")
     );
-    let (state, signal_id, status) = bounce(alice.send(SendRequest::new("bob", "Question").payload(json!({"q": "sync"}))).await);
+    let (state, signal_id, status) =
+        bounce(alice.send(SendRequest::new("bob", "Question").payload(json!({"q": "sync"}))).await);
     assert_eq!((state.as_str(), status), ("not_available_offline", None)); // over the session: no status
     uuid::Uuid::parse_str(&signal_id.unwrap()).expect("the bounce's signal_id");
     alice.close().await;
@@ -55,7 +63,8 @@ async fn s05_send_every_class_to_a_stale_recipient() {
     let bus = Bus::start_new().await;
     let (at, bt) = (bus.token("alice").await, bus.token("bob").await);
     let bob = Client::new(&bus.url, &bt).unwrap();
-    let (status, body) = bob.http().raw(Method::POST, "/v1/sessions", &[], Some(&json!({"kind": "shim"}))).await.unwrap();
+    let (status, body) =
+        bob.http().raw(Method::POST, "/v1/sessions", &[], Some(&json!({"kind": "shim"}))).await.unwrap();
     assert!(status.is_success(), "{status} {body}");
     tokio::time::sleep(Duration::from_millis(3400)).await; // older than --stale-after, not yet closed
     let alice = bus.connected(&at).await;
@@ -84,11 +93,20 @@ async fn s06_send_fields_errors_and_dedupe() {
     let res = sent(alice.send(req).await.unwrap());
     assert_eq!((res.redacted.clone(), res.dedupe_key.as_str()), (vec!["db.password".to_string()], "review-7"));
     assert_eq!((res.expires_at - res.created_at).num_seconds(), 120);
-    let again = SendRequest::new("bob", "ReviewRequested").payload(json!({"pr": 7})).delivery_class("async").dedupe_key("review-7");
+    let again = SendRequest::new("bob", "ReviewRequested")
+        .payload(json!({"pr": 7}))
+        .delivery_class("async")
+        .dedupe_key("review-7");
     assert_eq!(sent(alice.send(again).await.unwrap()).signal_id, res.signal_id);
     let row = alice.get(&res.signal_id).await.unwrap();
     assert_eq!(
-        (row.from_identity.as_str(), row.to_identity.as_str(), row.signal_type.as_str(), row.correlation_id.as_deref(), row.status()),
+        (
+            row.from_identity.as_str(),
+            row.to_identity.as_str(),
+            row.signal_type.as_str(),
+            row.correlation_id.as_deref(),
+            row.status()
+        ),
         ("alice", "bob", "ReviewRequested", Some("corr-1"), "pending")
     );
     assert_eq!(row.payload, json!({"pr": 7, "db": {"password": "[REDACTED]"}}));
@@ -149,11 +167,15 @@ async fn s12_ask_and_reply() {
     assert_eq!((reply.from.as_str(), reply.signal_type.as_str(), &reply.payload), ("bob", "Answer", &json!({"a": 42})));
     assert!(reply.correlation_id.is_some());
     match alice.ask("carol", "Question", json!({"q": 1}), Duration::from_millis(500)).await {
-        Err(Error::AskTimeout { signal_id, correlation_id, .. }) => assert!(signal_id.is_some() && !correlation_id.is_empty()),
+        Err(Error::AskTimeout { signal_id, correlation_id, .. }) => {
+            assert!(signal_id.is_some() && !correlation_id.is_empty())
+        }
         other => panic!("expected AskTimeout, got {other:?}"),
     }
     match alice.ask("dave", "Question", json!({"q": 0}), Duration::from_secs(5)).await {
-        Err(Error::RecipientUnavailable { recipient_state, .. }) => assert_eq!(recipient_state, "not_available_offline"),
+        Err(Error::RecipientUnavailable { recipient_state, .. }) => {
+            assert_eq!(recipient_state, "not_available_offline")
+        }
         other => panic!("expected RecipientUnavailable, got {other:?}"),
     }
     for c in [alice, bob, carol] {
@@ -167,8 +189,12 @@ async fn s15_inbox_drain_get_list() {
     let (at, bt) = (bus.token("alice").await, bus.token("bob").await);
     let (alice, bob) = (Client::new(&bus.url, &at).unwrap(), Client::new(&bus.url, &bt).unwrap()); // HTTP only
     let low = sent(alice.send(SendRequest::new("bob", "StatusUpdate").payload(json!({"n": "low"}))).await.unwrap());
-    let high =
-        sent(alice.send(SendRequest::new("bob", "Blocker").payload(json!({"n": "high"})).delivery_class("async")).await.unwrap());
+    let high = sent(
+        alice
+            .send(SendRequest::new("bob", "Blocker").payload(json!({"n": "high"})).delivery_class("async"))
+            .await
+            .unwrap(),
+    );
     let ids = |v: Vec<Signal>| v.into_iter().map(|s| s.id).collect::<Vec<_>>();
     let order = vec![high.signal_id.clone(), low.signal_id.clone()];
     assert_eq!(ids(bob.inbox(None).await.unwrap()), order); // priority first
@@ -206,7 +232,10 @@ async fn s16_plugin_facts() {
     let http_bob = Client::new(&bus.url, &bt).unwrap();
     assert_eq!(http_bob.record_fact("bob/watcher", "seen", json!({"head": "b2", "token": "x"})).await.unwrap(), 2);
     let st = http_bob.state("bob/watcher").await.unwrap();
-    assert_eq!((st.plugin.as_str(), &st.state, st.seq), ("bob/watcher", &json!({"head": "b2", "token": "[REDACTED]"}), 2));
+    assert_eq!(
+        (st.plugin.as_str(), &st.state, st.seq),
+        ("bob/watcher", &json!({"head": "b2", "token": "[REDACTED]"}), 2)
+    );
     let page = http_bob.facts("bob/watcher", None, Some(1), None).await.unwrap();
     assert_eq!((page.facts.iter().map(|f| f.seq).collect::<Vec<_>>(), page.next_before_seq), (vec![2], Some(2)));
     assert_eq!(page.facts[0].recorded_by, "bob");
@@ -224,7 +253,10 @@ async fn s17_admin_register_rotate_remove() {
     assert_eq!((reg.identity.as_str(), reg.tenant.as_str()), ("erin", "default"));
     assert!(reg.token.starts_with("sb_"));
     assert!(matches!(admin.register("erin", None, None).await, Err(Error::AlreadyRegistered(_))));
-    let erin = Client::builder(&bus.url, &reg.token).reconnect(Duration::from_millis(200), Duration::from_millis(500)).build().unwrap();
+    let erin = Client::builder(&bus.url, &reg.token)
+        .reconnect(Duration::from_millis(200), Duration::from_millis(500))
+        .build()
+        .unwrap();
     erin.connect().await.unwrap();
     let rotated = admin.rotate("erin", None).await.unwrap();
     assert_ne!(rotated.token, reg.token);

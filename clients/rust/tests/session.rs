@@ -82,7 +82,8 @@ async fn s02_heartbeat_keeps_the_session_available() {
     let bob = bus.connected(&bt).await;
     let alice = bus.connected(&at).await;
     tokio::time::sleep(Duration::from_millis(3600)).await; // past --stale-after: only pings keep bob available
-    let res = sent(alice.send(SendRequest::new("bob", "Question").payload(json!({"q": "still there?"}))).await.unwrap());
+    let res =
+        sent(alice.send(SendRequest::new("bob", "Question").payload(json!({"q": "still there?"}))).await.unwrap());
     assert!(res.delivered && res.recipient_state == "available");
     let sig = bob.receive(WAIT).await.unwrap();
     assert_eq!(sig.id, res.signal_id);
@@ -101,7 +102,13 @@ async fn s03_send_every_class_to_an_available_recipient() {
         let req = SendRequest::new("bob", "StatusUpdate").payload(json!({"cls": class})).delivery_class(class);
         let res = sent(alice.send(req).await.unwrap());
         assert_eq!(
-            (res.delivered, res.queued, res.recipient_state.as_str(), res.delivery_class.as_str(), res.publish_path.as_str()),
+            (
+                res.delivered,
+                res.queued,
+                res.recipient_state.as_str(),
+                res.delivery_class.as_str(),
+                res.publish_path.as_str()
+            ),
             (true, false, "available", class, "pushed_to_ws")
         );
         assert_eq!(res.resolved_to_session, bob.welcome().map(|w| w.session_id));
@@ -241,7 +248,8 @@ async fn s09_dedupe_of_redelivered_signals() {
 async fn s10_reconnect_after_a_server_restart() {
     let mut bus = Bus::start_new().await;
     let (at, bt) = (bus.token("alice").await, bus.token("bob").await);
-    let alice = Client::builder(&bus.url, &at).reconnect(Duration::from_millis(200), Duration::from_secs(1)).build().unwrap();
+    let alice =
+        Client::builder(&bus.url, &at).reconnect(Duration::from_millis(200), Duration::from_secs(1)).build().unwrap();
     alice.connect().await.unwrap();
     let (bob, got) = recording(&bus, &bt);
     bob.connect().await.unwrap();
@@ -258,7 +266,8 @@ async fn s10_reconnect_after_a_server_restart() {
         async move { Ok(a.agents().await?.iter().any(|x| x.identity == "bob" && x.state == "available").then_some(())) }
     })
     .await;
-    let res = sent(alice.send(SendRequest::new("bob", "Question").payload(json!({"q": "after restart"}))).await.unwrap());
+    let res =
+        sent(alice.send(SendRequest::new("bob", "Question").payload(json!({"q": "after restart"}))).await.unwrap());
     assert!(res.delivered);
     assert_eq!(res.resolved_to_session.as_deref(), Some(welcome.session_id.as_str()));
     count(&got, 1).await;

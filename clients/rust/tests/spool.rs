@@ -115,7 +115,9 @@ async fn s14_spool_caps_and_ttl() {
     let alice = Client::builder(&bus.url, &at)
         .spool_dir(&dir)
         .spool_caps(2000, Duration::from_secs(3600))
-        .on_replay(move |e, r| log.lock().unwrap().push((e.dedupe_key().to_string(), matches!(r, Err(Error::SpoolExpired { .. })))))
+        .on_replay(move |e, r| {
+            log.lock().unwrap().push((e.dedupe_key().to_string(), matches!(r, Err(Error::SpoolExpired { .. }))))
+        })
         .build()
         .unwrap();
     let report = alice.replay_spool().await;

@@ -113,7 +113,10 @@ async fn s18_spool_decisions() {
     // Without a spool (or with spooling off for the call), 503 → Unavailable with the dedupe_key.
     let bare = Client::new(&url, "sb_stub").unwrap();
     plan(&stub, &[error(503, "unavailable"), error(503, "unavailable")]);
-    for result in [bare.send(SendRequest::new("bob", "X").dedupe_key("k-1")).await, client.send_opts(SendRequest::new("bob", "X").dedupe_key("k-2"), false).await] {
+    for result in [
+        bare.send(SendRequest::new("bob", "X").dedupe_key("k-1")).await,
+        client.send_opts(SendRequest::new("bob", "X").dedupe_key("k-2"), false).await,
+    ] {
         match result {
             Err(e @ Error::Unavailable { .. }) => assert!(e.dedupe_key().is_some_and(|k| k.starts_with("k-")), "{e:?}"),
             other => panic!("expected Unavailable, got {other:?}"),
@@ -149,7 +152,8 @@ async fn s18_spool_decisions() {
     // A connection failure spools with the type's default TTL, in the shared file format.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let dir2 = tempfile::tempdir().unwrap();
-    let offline = Client::builder(format!("http://{closed}"), "sb_x").identity("alice").spool_dir(dir2.path()).build().unwrap();
+    let offline =
+        Client::builder(format!("http://{closed}"), "sb_x").identity("alice").spool_dir(dir2.path()).build().unwrap();
     let out = offline.send(SendRequest::new("bob", "TaskAssigned").payload(json!({"n": 1}))).await.unwrap();
     let SendOutcome::Spooled(s) = out else { panic!("expected Spooled, got {out:?}") };
     assert_eq!(s.ttl_seconds, 7 * 24 * 3600);
@@ -158,8 +162,14 @@ async fn s18_spool_decisions() {
     assert!(name.starts_with("send-") && name.ends_with(".json") && name.len() == 5 + 24 + 1 + 6 + 1 + 8 + 5, "{name}");
     assert!(b[5..9].iter().all(u8::is_ascii_digit) && &name[15..16] == "T" && &name[28..29] == "Z", "{name}");
     let doc: Value = serde_json::from_slice(&std::fs::read(dir2.path().join(name)).unwrap()).unwrap();
-    assert_eq!((&doc["version"], &doc["kind"], &doc["identity"], &doc["ttl_seconds"]), (&json!(1), &json!("send"), &json!("alice"), &json!(604800)));
+    assert_eq!(
+        (&doc["version"], &doc["kind"], &doc["identity"], &doc["ttl_seconds"]),
+        (&json!(1), &json!("send"), &json!("alice"), &json!(604800))
+    );
     assert!(doc["reason"].as_str().unwrap().starts_with("unreachable"), "{doc}");
-    assert_eq!(doc["request"], json!({"to": "bob", "type": "TaskAssigned", "payload": {"n": 1}, "dedupe_key": s.dedupe_key}));
+    assert_eq!(
+        doc["request"],
+        json!({"to": "bob", "type": "TaskAssigned", "payload": {"n": 1}, "dedupe_key": s.dedupe_key})
+    );
     chrono::DateTime::parse_from_rfc3339(doc["spooled_at"].as_str().unwrap()).unwrap();
 }

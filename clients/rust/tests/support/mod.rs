@@ -65,12 +65,8 @@ impl Bus {
     /// A fresh bus, ready (`/readyz` 200).
     pub async fn start_new() -> Bus {
         let port = free_port();
-        let mut bus = Bus {
-            port,
-            url: format!("http://127.0.0.1:{port}"),
-            dir: tempfile::tempdir().unwrap(),
-            child: None,
-        };
+        let mut bus =
+            Bus { port, url: format!("http://127.0.0.1:{port}"), dir: tempfile::tempdir().unwrap(), child: None };
         bus.start().await;
         bus
     }
