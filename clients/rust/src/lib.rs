@@ -10,13 +10,15 @@
 //! - `error`: the one error enum; every variant says what to do.
 //! - `types`: the wire shapes (send request and result, signals, rows, facts, roster).
 //! - `http`: one HTTP call with its answer typed; the `AdminClient`.
-//! - `client`: `Client`, its builder, shared state and lifecycle.
+//! - `builder`: `ClientBuilder`, the options and their defaults.
+//! - `client`: `Client`, its shared state and lifecycle.
 //! - `session`: the WebSocket session loop, push routing, dedupe, handler dispatch.
 //! - `calls`: send (and spooling), recall, ack, receive, inbox, drain, get, list, facts.
 //! - `spool` / `replay`: the offline spool and its replay.
 //! - `ask`: ask / reply.
 
 mod ask;
+mod builder;
 mod calls;
 mod client;
 mod error;
@@ -26,7 +28,8 @@ mod session;
 mod spool;
 mod types;
 
-pub use client::{Client, ClientBuilder, HandlerError, ReplayCallback};
+pub use builder::ClientBuilder;
+pub use client::{Client, HandlerError, ReplayCallback};
 pub use error::{BusError, Error, Result};
 pub use http::{AdminClient, HttpApi};
 pub use replay::ReplayReport;
