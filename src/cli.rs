@@ -47,6 +47,9 @@ pub enum Command {
     Doctor(crate::client::DoctorArgs),
     /// Serve MCP over stdio for a desktop agent, forwarding to a bus as the agent of --token.
     Mcp(crate::mcp::McpArgs),
+    /// Print a commented config file with every key (`default`), or validate one (`check FILE`).
+    #[command(subcommand)]
+    Config(ConfigCmd),
     /// Print a shell completion script: `signalbus completions bash > /etc/bash_completion.d/signalbus`.
     Completions {
         #[arg(value_enum)]
@@ -54,6 +57,29 @@ pub enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ConfigCmd {
+    /// Print a config file with every key, commented, at its default.
+    Default,
+    /// Validate a config file: unknown keys and bad values are errors; exit 0 when it is valid.
+    Check {
+        /// The TOML file to check.
+        file: PathBuf,
+    },
+}
+
+/// How log lines are written (to stderr).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines, coloured only on a terminal.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// Every flag but `--config` is also a key of the config file's `[server]` table (`config.rs`);
+/// a flag or its environment variable wins over the file, the file over the default.
 #[derive(Debug, Clone, Args)]
 pub struct ServerArgs {
     /// Address the HTTP and WebSocket API listens on.
@@ -82,7 +108,7 @@ pub struct ServerArgs {
     /// How often the sweeper scans for overdue signals its timers missed.
     #[arg(long, env = "SIGNALBUS_SWEEP_INTERVAL", default_value = "60s", value_parser = humantime::parse_duration)]
     pub sweep_interval: Duration,
-    /// TOML file with per-type defaults overrides (`[types.Name]`).
+    /// TOML config file: `[server]` (any flag), `[limits]`, `[types.Name]`; see `signalbus config default`.
     #[arg(long, env = "SIGNALBUS_CONFIG")]
     pub config: Option<PathBuf>,
     /// Replicas of the JetStream stream (a cluster; > 1 needs nats-server >= 2.10.19). A stream
@@ -101,4 +127,13 @@ pub struct ServerArgs {
     /// Name of this process in session records (default: host name and pid).
     #[arg(long, env = "SIGNALBUS_NODE")]
     pub node: Option<String>,
+    /// PEM certificate chain: the gateway's listener serves HTTPS and `wss://` (needs --tls-key).
+    #[arg(long, env = "SIGNALBUS_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, env = "SIGNALBUS_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Log lines as `text` (coloured on a terminal) or `json` (one object a line).
+    #[arg(long, env = "SIGNALBUS_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
 }

@@ -1,45 +1,82 @@
-//! The deployment config file (`--config`, TOML): per-type defaults overrides on top of the
-//! CONTRACT §3 table.
+//! The deployment config file (`--config`, TOML): `[server]` holds a key for every server flag
+//! but `--config`, `[limits]` the per-identity and per-process limits, `[types.Name]` per-type
+//! defaults overrides on top of the CONTRACT §3 table. `signalbus config default` prints the
+//! whole file, commented (`config.default.toml`); unknown keys are errors.
 //!
-//! ```toml
-//! [types.Deploy]
-//! delivery_class = "sync"
-//! ttl_seconds = 600
-//! category = "BLOCKER"
+//! Precedence: a flag or its `SIGNALBUS_*` variable, then the file, then the flag's default —
+//! `resolve` asks clap where each value came from and lets the file fill only defaults.
 //!
-//! [types."*"]          # every type not listed
-//! delivery_class = "async"
-//! ttl_seconds = 86400
-//! category = "INFO"
-//!
-//! [limits]             # per identity and gateway process; sends_per_second = 0 turns it off
-//! sends_per_second = 1000
-//! send_burst = 2000
-//! facts_per_second = 100     # units of 64 KiB of fact state; 0 turns it off
-//! fact_burst = 200
-//! max_connections = 4000     # per gateway process; default: the open-files limit less 64
-//! header_read_timeout = "10s"
-//! idle_timeout = "60s"
-//! ```
-//!
-//! Deliberately only loads and validates; `bus::catalog` owns the table and the gateway the
-//! rate limiter.
+//! Deliberately only loads and validates; `bus::catalog` owns the table, the gateway the rate
+//! limiter and the listener, `serve.rs` what the values do.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use bus::catalog::{TypeDefaults, TypeTable};
+use clap::parser::ValueSource;
+use clap::ArgMatches;
 use serde::Deserialize;
+
+use crate::cli::{LogFormat, ServerArgs};
+
+/// The commented full file `signalbus config default` prints.
+pub const DEFAULT_FILE: &str = include_str!("config.default.toml");
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConfigFile {
     #[serde(default)]
+    server: Server,
+    #[serde(default)]
     types: BTreeMap<String, TypeDefaults>,
     #[serde(default)]
     limits: Limits,
 }
+
+/// `[server]`: one key per server flag, named as the flag with `_` for `-`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Server {
+    listen: Option<String>,
+    metrics_listen: Option<String>,
+    data_dir: Option<PathBuf>,
+    nats_url: Option<String>,
+    database_url: Option<String>,
+    admin_token: Option<String>,
+    stale_after: Option<String>,
+    sweep_interval: Option<String>,
+    replicas: Option<u16>,
+    stream: Option<String>,
+    retention: Option<String>,
+    archive_after: Option<String>,
+    node: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    log_format: Option<LogFormat>,
+}
+
+/// The keys of `[server]`, in the order of `ServerArgs` (checked against clap in the tests).
+#[cfg(test)]
+pub const SERVER_KEYS: &[&str] = &[
+    "listen",
+    "metrics_listen",
+    "data_dir",
+    "nats_url",
+    "database_url",
+    "admin_token",
+    "stale_after",
+    "sweep_interval",
+    "replicas",
+    "stream",
+    "retention",
+    "archive_after",
+    "node",
+    "tls_cert",
+    "tls_key",
+    "log_format",
+];
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,16 +101,101 @@ pub struct Config {
     pub connections: gateway::ConnLimits,
 }
 
-pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
-    let file = match path {
-        None => ConfigFile::default(),
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
-            toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?
-        }
+/// The server flags with the config file (`args.config`) filling what no flag or variable set,
+/// and what the rest of the file sets.
+pub fn resolve(mut args: ServerArgs, matches: &ArgMatches) -> anyhow::Result<(ServerArgs, Config)> {
+    let file = read(args.config.as_deref())?;
+    let shown = args.config.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let unset =
+        |id: &str| !matches!(matches.value_source(id), Some(ValueSource::CommandLine | ValueSource::EnvVariable));
+    let duration = |key: &str, v: &str| -> anyhow::Result<Duration> {
+        humantime::parse_duration(v).with_context(|| format!("invalid config {shown}: server.{key} = {v:?}"))
     };
-    let shown = path.map(|p| p.display().to_string()).unwrap_or_default();
+    let s = file.server;
+    macro_rules! fill {
+        ($key:ident) => {
+            if let (Some(v), true) = (s.$key.clone(), unset(stringify!($key))) {
+                args.$key = v.into();
+            }
+        };
+        ($key:ident, duration) => {
+            if let (Some(v), true) = (s.$key.as_deref(), unset(stringify!($key))) {
+                args.$key = duration(stringify!($key), v)?;
+            }
+        };
+    }
+    fill!(listen);
+    fill!(metrics_listen);
+    fill!(data_dir);
+    fill!(nats_url);
+    fill!(database_url);
+    fill!(admin_token);
+    fill!(stale_after, duration);
+    fill!(sweep_interval, duration);
+    fill!(stream);
+    fill!(retention, duration);
+    fill!(archive_after, duration);
+    fill!(node);
+    fill!(tls_cert);
+    fill!(tls_key);
+    fill!(log_format);
+    if let (Some(n), true) = (s.replicas, unset("replicas")) {
+        anyhow::ensure!((1..=5).contains(&n), "invalid config {shown}: server.replicas = {n} (1 to 5)");
+        args.replicas = n;
+    }
+    anyhow::ensure!(
+        args.tls_cert.is_some() == args.tls_key.is_some(),
+        "TLS needs both a certificate and its key (--tls-cert and --tls-key, or tls_cert and tls_key)"
+    );
+    let config = build(file.types, file.limits, &shown)?;
+    Ok((args, config))
+}
+
+/// `signalbus config check FILE`: the whole file read as `serve` would, every value checked.
+pub fn check(path: &Path) -> anyhow::Result<()> {
+    let file = read(Some(path))?;
+    let shown = path.display().to_string();
+    let s = &file.server;
+    for (key, v) in [
+        ("stale_after", &s.stale_after),
+        ("sweep_interval", &s.sweep_interval),
+        ("retention", &s.retention),
+        ("archive_after", &s.archive_after),
+    ] {
+        if let Some(v) = v {
+            humantime::parse_duration(v).with_context(|| format!("invalid config {shown}: server.{key} = {v:?}"))?;
+        }
+    }
+    if let Some(n) = s.replicas {
+        anyhow::ensure!((1..=5).contains(&n), "invalid config {shown}: server.replicas = {n} (1 to 5)");
+    }
+    anyhow::ensure!(
+        s.tls_cert.is_some() == s.tls_key.is_some(),
+        "invalid config {shown}: server.tls_cert and server.tls_key go together"
+    );
+    anyhow::ensure!(
+        s.nats_url.is_some() == s.database_url.is_some(),
+        "invalid config {shown}: server.nats_url and server.database_url go together (or neither, embedded)"
+    );
+    build(file.types, file.limits, &shown)?;
+    Ok(())
+}
+
+fn read(path: Option<&Path>) -> anyhow::Result<ConfigFile> {
+    let Some(path) = path else { return Ok(ConfigFile::default()) };
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))
+}
+
+/// Only the `[types]` and `[limits]` of a file (or the defaults without one).
+#[cfg(test)]
+pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+    let file = read(path)?;
+    build(file.types, file.limits, &path.map(|p| p.display().to_string()).unwrap_or_default())
+}
+
+fn build(types: BTreeMap<String, TypeDefaults>, limits: Limits, shown: &str) -> anyhow::Result<Config> {
+    let file = ConfigFile { types, limits, ..Default::default() };
     let types = TypeTable::default().with_overrides(file.types).with_context(|| format!("invalid type in {shown}"))?;
     let default = gateway::SendRate::default();
     let send_rate = match file.limits.sends_per_second.unwrap_or(default.per_second) {
@@ -96,7 +218,7 @@ pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
         anyhow::ensure!(n > 0, "invalid config {shown}: max_connections must be at least 1");
         connections.max_connections = n;
     }
-    let duration = |key: &str, v: &Option<String>| -> anyhow::Result<Option<std::time::Duration>> {
+    let duration = |key: &str, v: &Option<String>| -> anyhow::Result<Option<Duration>> {
         v.as_deref()
             .map(|t| humantime::parse_duration(t).with_context(|| format!("invalid config {shown}: {key} = {t:?}")))
             .transpose()
@@ -140,5 +262,45 @@ mod tests {
         std::fs::write(&p, "[limits]\nheader_read_timeout = \"soon\"\n").unwrap();
         assert!(load(Some(&p)).is_err());
         assert_eq!(load(None).unwrap().fact_rate, Some(gateway::FactRate::default()));
+    }
+
+    /// Every server flag but `--config` has a `[server]` key, and the default file names them all.
+    #[test]
+    fn every_server_flag_has_a_key() {
+        use clap::CommandFactory;
+        let cli = crate::cli::Cli::command();
+        let serve = cli.find_subcommand("serve").unwrap();
+        let flags: Vec<String> =
+            serve.get_arguments().map(|a| a.get_id().to_string()).filter(|id| id != "config" && id != "help").collect();
+        assert_eq!(flags, SERVER_KEYS, "ServerArgs and SERVER_KEYS differ");
+        let dir = tempfile::tempdir().unwrap();
+        for key in SERVER_KEYS {
+            assert!(
+                DEFAULT_FILE.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} = "))),
+                "config.default.toml lacks {key}"
+            );
+            // Each key is accepted by the file's reader (a misspelt field would be unknown).
+            let p = dir.path().join("k.toml");
+            std::fs::write(&p, format!("[server]\n{key} = {}\n", sample(key))).unwrap();
+            check(&p).unwrap_or_else(|e| {
+                if !matches!(*key, "tls_cert" | "tls_key" | "nats_url" | "database_url") {
+                    panic!("{key}: {e:#}")
+                }
+            });
+        }
+        let p = dir.path().join("d.toml");
+        std::fs::write(&p, DEFAULT_FILE).unwrap();
+        check(&p).unwrap();
+        std::fs::write(&p, "[server]\nlisten_on = \"x\"\n").unwrap();
+        assert!(format!("{:#}", check(&p).unwrap_err()).contains("listen_on"));
+    }
+
+    fn sample(key: &str) -> &'static str {
+        match key {
+            "replicas" => "1",
+            "stale_after" | "sweep_interval" | "retention" | "archive_after" => "\"5s\"",
+            "log_format" => "\"json\"",
+            _ => "\"x\"",
+        }
     }
 }

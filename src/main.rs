@@ -9,7 +9,8 @@
 //! - `client/`: the HTTP client verbs.
 //! - `mcp/`: `signalbus mcp`, MCP over stdio forwarding to a bus (the desktop agents' shim).
 //! - `telemetry`: tracing and the Prometheus recorder.
-//! - `admin_token`, `config`: the admin token and the config file.
+//! - `admin_token`, `config`: the admin token and the config file (`config.default.toml`).
+//! - `tls`: the listener's certificate and key, read into a rustls server config.
 
 mod admin_token;
 mod cli;
@@ -18,15 +19,17 @@ mod config;
 mod mcp;
 mod serve;
 mod telemetry;
+mod tls;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 
-use cli::{Cli, Command};
+use cli::{Cli, Command, ConfigCmd};
 use serve::Roles;
 
 #[tokio::main]
 async fn main() {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let roles = match &cli.command {
         Command::Serve(_) => Some(Roles::All),
         Command::Gateway(_) => Some(Roles::Gateway),
@@ -39,8 +42,15 @@ async fn main() {
             Some(roles),
             Command::Serve(args) | Command::Gateway(args) | Command::Projector(args) | Command::Sweeper(args),
         ) => {
-            telemetry::init_tracing();
-            match serve::run(roles, args).await {
+            let sub = matches.subcommand().map(|(_, m)| m).expect("a server subcommand");
+            let resolved = config::resolve(args, sub);
+            let log_format = resolved.as_ref().map_or(cli::LogFormat::Text, |(a, _)| a.log_format);
+            telemetry::init_tracing(log_format);
+            let outcome = match resolved {
+                Ok(resolved) => serve::run(roles, resolved).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("error: {}", cause_chain(&e));
@@ -48,9 +58,23 @@ async fn main() {
                 }
             }
         }
+        (_, Command::Config(ConfigCmd::Default)) => {
+            print!("{}", config::DEFAULT_FILE);
+            0
+        }
+        (_, Command::Config(ConfigCmd::Check { file })) => match config::check(&file) {
+            Ok(()) => {
+                println!("{}: ok", file.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {}", cause_chain(&e));
+                1
+            }
+        },
         (_, Command::Mcp(args)) => {
             // stdout carries MCP: logs go to stderr only.
-            telemetry::init_tracing();
+            telemetry::init_tracing(cli::LogFormat::Text);
             mcp::run(args).await
         }
         (_, Command::Completions { shell }) => {

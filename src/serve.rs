@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::cli::ServerArgs;
-use crate::{admin_token, config, telemetry};
+use crate::{admin_token, config, telemetry, tls};
 
 /// Which roles this process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub async fn open_models(mode: &Mode, data_dir: &Path) -> anyhow::Result<project
     })
 }
 
-pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
+pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)) -> anyhow::Result<()> {
     let mode = Mode::from_args(&args)?;
     if roles != Roles::All && mode == Mode::Embedded {
         bail!("single roles run against NATS + PostgreSQL: give --nats-url and --database-url");
@@ -84,7 +84,14 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
     bus::files::private_dir(&args.data_dir)
         .with_context(|| format!("cannot create data dir {}", args.data_dir.display()))?;
     let metrics = telemetry::install_metrics()?;
-    let config_file = config::load(args.config.as_deref())?;
+    // Read before anything starts: a bad certificate stops the process at once.
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::server_config(cert, key)?),
+        _ => None,
+    };
+    if tls.is_some() && matches!(roles, Roles::Projector | Roles::Sweeper) {
+        tracing::warn!("--tls-cert/--tls-key apply to the gateway's listener; this role serves plain HTTP");
+    }
     let types = config_file.types.clone();
     telemetry::init_series(
         matches!(roles, Roles::All | Roles::Gateway),
@@ -117,7 +124,7 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
             Mode::Embedded => sweeper::Lease::Local,
             Mode::Distributed { database_url, .. } => sweeper::Lease::Postgres { database_url: database_url.clone() },
         };
-        let config = sweeper::SweeperConfig {
+        let mut config = sweeper::SweeperConfig {
             sweep_interval: args.sweep_interval,
             archive_after: args.archive_after,
             retention: args.retention,
@@ -125,6 +132,10 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
             lease,
             ..Default::default()
         };
+        // The status fact's `leader`: the name given to this process, when one is.
+        if let Some(node) = &args.node {
+            config.node = node.clone();
+        }
         let sweeper = sweeper::Sweeper::new(log.clone(), queries.clone(), models.clone(), config);
         let c = cancel.clone();
         tasks.spawn(async move { sweeper.run(c).await.context("sweeper stopped") });
@@ -133,7 +144,7 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    info!(addr = %listener.local_addr()?, mode = ?mode_name(&mode), "listening");
+    info!(addr = %listener.local_addr()?, mode = ?mode_name(&mode), tls = args.tls_cert.is_some(), "listening");
     // SIGTERM (systemd, Docker, Kubernetes) and SIGINT (Ctrl-C) both stop the process gracefully.
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
@@ -163,7 +174,7 @@ pub async fn run(roles: Roles, args: ServerArgs) -> anyhow::Result<()> {
             admin_ops: Some(gateway::ProjectorAdmin::shared(log.clone(), models.clone())),
             send_rate: config_file.send_rate,
             fact_rate: config_file.fact_rate,
-            connections: config_file.connections.clone(),
+            connections: gateway::ConnLimits { tls: tls.map(gateway::Tls::new), ..config_file.connections.clone() },
             ..Default::default()
         };
         let gw = gateway::Gateway::start(log.clone(), queries.clone(), config).await.context("gateway start")?;

@@ -1,9 +1,11 @@
 //! Process-wide telemetry: the tracing subscriber and the Prometheus recorder behind `/metrics`,
 //! plus the small operations router of roles that run without the gateway.
 //!
-//! Deliberately defines no series but `signalbus_build_info`: each crate's `metrics.rs` does,
+//! Deliberately defines no series but `signalbus_build_info` and the standard `process_*` ones
+//! (collected at each scrape by `metrics-process`): each crate's `metrics.rs` does the rest,
 //! and `init_series` asks the crates of the roles this process runs to describe theirs.
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -14,15 +16,22 @@ use axum::Router;
 use bus::log::SharedLog;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::cli::LogFormat;
+
 /// Latency buckets (seconds) for every histogram: append, delivery, expiry lag. Exposed as
 /// Prometheus histograms (not summaries) so Grafana can aggregate across processes.
 const BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0];
 
-pub fn init_tracing() {
+/// Log lines to stderr: `text` coloured only when stderr is a terminal, or one JSON object a line.
+pub fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,async_nats=warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().init(),
+    }
 }
 
 pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
@@ -43,6 +52,9 @@ pub const BUILD_INFO: &str = "signalbus_build_info";
 pub fn init_series(gateway: bool, projector: bool, sweeper: bool, types: &bus::catalog::TypeTable) {
     metrics::describe_gauge!(BUILD_INFO, "Always 1; the version label names the build this process runs.");
     metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    let process = metrics_process::Collector::default();
+    process.describe();
+    process.collect();
     bus::metrics::init();
     if gateway {
         gateway::metrics::init(types);
@@ -55,9 +67,15 @@ pub fn init_series(gateway: bool, projector: bool, sweeper: bool, types: &bus::c
     }
 }
 
-/// `GET /metrics`; other methods get the gateway's JSON 405.
+/// `GET /metrics`, the `process_*` series read afresh for each scrape; other methods get the
+/// gateway's JSON 405.
 pub fn metrics_router(handle: PrometheusHandle) -> Router {
-    let render = get(move || std::future::ready(handle.render())).fallback(gateway::method_not_allowed);
+    let process = metrics_process::Collector::default();
+    let render = get(move || {
+        process.collect();
+        std::future::ready(handle.render())
+    })
+    .fallback(gateway::method_not_allowed);
     Router::new().route("/metrics", render)
 }
 

@@ -84,6 +84,8 @@ fn cli_examples_in_docs_run_with_their_exit_codes() {
     assert!(stdout.contains("STATUS") && stdout.contains("recalled"), "{stdout}");
     assert!(stdout.contains("signals_expired"), "{stdout}");
     assert!(!stderr.contains("(http 200)"), "{stderr}");
+    // `config check` said the default file is fine, and named the unknown key.
+    assert!(stdout.contains("signalbus.toml: ok") && stderr.contains("listen_port"), "{stdout}\n{stderr}");
 }
 
 /// Runs the CLI in `cwd` with `env` (and no token from the caller's environment).

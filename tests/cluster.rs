@@ -53,7 +53,7 @@ async fn a_replicated_deployment_keeps_every_answer_through_node_and_role_kills(
     let carol = register(&gw_b.base, "carol").await;
     let bob = register(&gw_a.base, "bob").await;
     register(&gw_a.base, "dave").await;
-    let leader = nats.stream_leader("SIGNALBUS", Duration::from_secs(10)).await;
+    let leader = nats.stream_leader("SIGNALBUS", Duration::from_secs(30)).await;
     eprintln!("cluster up, roles ready in {:?}; stream leader {}", started.elapsed(), nats.name_of(leader));
 
     // Bob listens on gateway b and acks everything; alice sends through a, carol through b.
@@ -82,7 +82,7 @@ async fn a_replicated_deployment_keeps_every_answer_through_node_and_role_kills(
     eprintln!("restarted node {} current again in {:?}", nats.name_of(leader), back.elapsed());
 
     // 2. kill -9 a follower, then restart it.
-    let leader = nats.stream_leader("SIGNALBUS", Duration::from_secs(10)).await;
+    let leader = nats.stream_leader("SIGNALBUS", Duration::from_secs(30)).await;
     let follower = (leader + 1) % nats.len();
     let killed_at = load.now();
     nats.node(follower).kill().await;

@@ -1,7 +1,8 @@
 //! `/metrics` as Prometheus scrapes it from the real binary: before any traffic every series
 //! whose labels are known up front is there at 0, every family has `# HELP`, the document passes
-//! `promtool check metrics`, and `signalbus_build_info` names the version; a standby sweeper
-//! (one of two sweeper processes sharing the lease) serves its series too.
+//! `promtool check metrics`, `signalbus_build_info` names the version and the `process_*`
+//! series are there; a standby sweeper (one of two sweeper processes sharing the lease) serves
+//! its series too.
 //!
 //! Deliberately black-box: the binary, its flags and HTTP. promtool is required, not optional
 //! (`apt-get install prometheus`; scripts/test installs it).
@@ -120,6 +121,19 @@ async fn a_fresh_bus_serves_every_known_series_at_zero_with_help() {
     }
     assert!(value(&text, "signalbus_sweeper_runs_total").is_some(), "{text}");
     assert!(text.contains("signalbus_event_append_seconds_bucket"), "{text}");
+    process_series(&text);
+}
+
+/// The standard process series, with values a live process has.
+fn process_series(scrape: &str) {
+    for name in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds"] {
+        assert!(value(scrape, name).is_some(), "no {name}:\n{scrape}");
+    }
+    assert!(value(scrape, "process_resident_memory_bytes").unwrap() > 0.0, "{scrape}");
+    assert!(value(scrape, "process_open_fds").unwrap() >= 3.0, "{scrape}");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let started = value(scrape, "process_start_time_seconds").expect("process_start_time_seconds");
+    assert!(started > now - 3600.0 && started <= now + 1.0, "start time {started}, now {now}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,4 +162,5 @@ async fn a_standby_sweeper_serves_its_metrics() {
     assert_eq!(value(&standby, "signalbus_sweeper_runs_total"), Some(0.0), "{standby}");
     assert!(zero_with(&standby, "signalbus_signals_expired_total", &[r#"signal_type="Blocker""#]), "{standby}");
     assert!(!standby.contains("signalbus_signals_sent_total"), "a sweeper records no gateway series:\n{standby}");
+    process_series(&standby);
 }

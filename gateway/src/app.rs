@@ -1,30 +1,101 @@
-//! The assembled service: `app` builds the router, `run` serves it until shutdown and then
+//! The assembled service: `Gateway::start` starts the background tasks (the stream follower,
+//! the reaper, the node watch), `app` builds the router, `run` serves it until shutdown and then
 //! closes every session in order (each records `session.closed`).
 //!
 //! Deliberately mounts no `/metrics`: the binary installs the recorder and the exporter.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 use axum::serve::ListenerExt;
 use axum::Router;
+use bus::log::SharedLog;
+use projector::queries::Queries;
 
+use crate::api::{http, mcp, ws};
+use crate::config::GatewayConfig;
+use crate::delivery::follower::{self, Follower};
 use crate::error::ApiError;
+use crate::sessions::hub::CloseReason;
+use crate::sessions::reaper::{self, Reaper};
 use crate::state::Gateway;
-use crate::{http, ws};
+use crate::StartError;
+
+/// How long `start` waits to catch up with the stream before giving up.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Largest HTTP request body: room for a 1 MiB plugin state plus its envelope.
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
+impl Gateway {
+    /// Starts following the stream (registry, presence, cross-process push) and returns once
+    /// everything stored at the time of the call has been applied, so the first request already
+    /// knows every agent and session; then starts the reaper and the node watch.
+    pub async fn start(
+        log: SharedLog,
+        queries: Arc<dyn Queries>,
+        config: GatewayConfig,
+    ) -> Result<Gateway, StartError> {
+        let target = log.last_seq().await?;
+        let (gw, applied) = Gateway::new(log, queries, config);
+        let announcer = gw.clone();
+        let tail = Follower {
+            log: gw.log().clone(),
+            registry: gw.registry().clone(),
+            presence: gw.presence().clone(),
+            hub: gw.hub().clone(),
+            deliverer: gw.deliverer().clone(),
+            confirmations: gw.confirmations().clone(),
+            announce: Box::new(move |tenant, sent| mcp::announce(&announcer, tenant, sent)),
+            shutdown: gw.shutdown_token().clone(),
+        };
+        follower::spawn(tail, applied, gw.tasks());
+        if !gw.wait_applied(target, CATCH_UP_TIMEOUT).await {
+            gw.shutdown_token().cancel();
+            return Err(StartError::CatchUp(target));
+        }
+        let reaper = Reaper {
+            lifecycle: gw.lifecycle().clone(),
+            log: gw.log().clone(),
+            hub: gw.hub().clone(),
+            presence: gw.presence().clone(),
+            heartbeats: gw.heartbeats().clone(),
+            limiters: [gw.limiter().clone(), gw.fact_limiter().clone()],
+            config: gw.config_arc().clone(),
+            shutdown: gw.shutdown_token().clone(),
+        };
+        reaper::spawn_node_watch(reaper.clone(), gw.tasks());
+        reaper::spawn(reaper, gw.tasks());
+        tracing::info!(node = %gw.config().node, seq = target, "gateway caught up with the stream");
+        Ok(gw)
+    }
+
+    /// Stops accepting work and asks every session to close; `run` waits for them.
+    pub fn begin_shutdown(&self) {
+        self.shutdown_token().cancel();
+        self.hub().close_all(CloseReason::Shutdown);
+    }
+
+    /// Waits (up to `shutdown_grace`) for every session and background task to finish.
+    pub async fn drained(&self) {
+        self.tasks().close();
+        if tokio::time::timeout(self.config().shutdown_grace, self.tasks().wait()).await.is_err() {
+            tracing::warn!(sessions = self.hub().len(), "shutdown grace elapsed with sessions still open");
+        }
+    }
+}
+
 /// The gateway's router, state included.
 pub fn app(gateway: Gateway) -> Router {
-    let piggyback = axum::middleware::from_fn_with_state(gateway.clone(), crate::piggyback::middleware);
+    let piggyback = axum::middleware::from_fn_with_state(gateway.clone(), crate::api::piggyback::middleware);
     Router::new()
         .merge(http::api_routes().route_layer(piggyback))
         .merge(http::ops_routes())
         .route("/v1/ws", get(ws::upgrade))
-        .merge(crate::mcp::routes(&gateway, MAX_BODY_BYTES))
+        .merge(mcp::routes(&gateway, MAX_BODY_BYTES))
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
         // Last, so it replaces the default 405 of every route above, outside the piggyback layer.
         .method_not_allowed_fallback(http::method_not_allowed)

@@ -14,9 +14,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::ApiError;
-use crate::hub::SessionHandle;
 use crate::metrics;
 use crate::ratelimit::FactRate;
+use crate::sessions::hub::SessionHandle;
 use crate::state::Gateway;
 
 /// Largest plugin fact state, encoded (CONTRACT §8).

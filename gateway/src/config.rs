@@ -69,6 +69,8 @@ pub struct ConnLimits {
     pub header_read_timeout: Duration,
     /// A keep-alive connection that starts no new request for this long is closed.
     pub idle_timeout: Duration,
+    /// Serve HTTPS and `wss://` with this certificate; `None`: plain HTTP.
+    pub tls: Option<crate::listener::Tls>,
 }
 
 /// Descriptors kept for the process itself (stream, database pool, files, the runtime).
@@ -82,6 +84,7 @@ impl Default for ConnLimits {
             max_connections,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            tls: None,
         }
     }
 }

@@ -2,7 +2,9 @@
 //! limits of a public server: a cap on open connections (one more is answered 503 and closed,
 //! counted and logged), a deadline for each request head, and a deadline for a keep-alive
 //! connection that starts no new request. Without them, silent sockets held forever exhausted
-//! the process's descriptors and locked every real client out.
+//! the process's descriptors and locked every real client out. With `Tls`, each connection's
+//! TLS handshake runs in its own task under the head deadline (a slow handshake holds no one
+//! else up), and a connection over the cap is closed without an answer.
 //!
 //! Deliberately knows nothing of routes or sessions: it serves the router it is given, and an
 //! upgraded connection (a WebSocket session) leaves its deadlines behind — the session has its
@@ -30,7 +32,11 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use crate::config::ConnLimits;
+
+mod tls;
 use crate::metrics;
+use tls::handshake;
+pub use tls::Tls;
 
 /// At most one "connection cap reached" line per this long (each refusal is still counted).
 const REJECT_LOG_EVERY: Duration = Duration::from_secs(10);
@@ -68,12 +74,20 @@ where
             _ = stopping.wait_for(|s| *s) => break,
         };
         match permits.clone().try_acquire_owned() {
-            Ok(permit) => {
-                connections.spawn(serve_connection(io, router.clone(), limits.clone(), permit, stop.clone()));
-            }
+            Ok(permit) => match limits.tls.clone() {
+                None => {
+                    connections.spawn(serve_connection(io, router.clone(), limits.clone(), permit, stop.clone()));
+                }
+                Some(tls) => {
+                    connections.spawn(handshake(tls, io, router.clone(), limits.clone(), permit, stop.clone()));
+                }
+            },
             Err(_) => {
                 refused.note(&addr, limits.max_connections);
-                if let Ok(answer) = answering.clone().try_acquire_owned() {
+                if limits.tls.is_some() {
+                    // A plain 503 means nothing inside TLS, and a handshake is what the cap saves.
+                    drop(io);
+                } else if let Ok(answer) = answering.clone().try_acquire_owned() {
                     connections.spawn(async move {
                         refuse(io).await;
                         drop(answer);

@@ -201,7 +201,7 @@ pub fn init(types: &TypeTable) {
             metrics::gauge!(SESSIONS, "kind" => kind.as_str(), "surface" => surface.as_str()).increment(0.0);
         }
     }
-    for reason in crate::hub::CloseReason::ALL {
+    for reason in crate::sessions::hub::CloseReason::ALL {
         metrics::counter!(DISCONNECTS_TOTAL, "reason" => reason.label()).increment(0);
     }
     for kind in ["header", "idle"] {

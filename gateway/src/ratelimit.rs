@@ -1,7 +1,9 @@
 //! Per-identity rate limits on what an agent appends: sends, and plugin facts (weighted by
 //! their size). A keyed token bucket (governor) per `(tenant, identity)`, so one runaway agent
 //! cannot starve the stream for everyone else. Over the limit the call answers `rate_limited`
-//! (429, with `Retry-After` in whole seconds and `retry_after_ms`), and nothing is appended.
+//! (429, CONTRACT §8) and nothing is appended; `ApiError::RateLimited` adds the wait — on HTTP a
+//! `Retry-After` header in whole seconds, and on every surface the error object's exact
+//! `retry_after_ms` (`error.rs`).
 //!
 //! Deliberately per process: each gateway enforces the quota on the sends it accepts, so N
 //! gateways behind a load balancer admit up to N × the quota for an identity spread across

@@ -5,7 +5,7 @@
 //! `signal.expired` decided by `bus::signal` under the per-signal compare-and-set
 //! (`SignalCommand::Abandon`), so a delivery or a recall racing the removal wins or loses
 //! cleanly, and the signals' history stays. Other gateways close their own sessions of the
-//! agent when their tail reads the removal (`follower.rs`).
+//! agent when their tail reads the removal (`delivery/follower.rs`).
 
 use bus::event::{AgentRemoved, Event, EventBody, Surface};
 use bus::log::Expect;
@@ -15,9 +15,9 @@ use futures::StreamExt;
 use projector::queries::{ListSignals, Role, StatusFilter};
 
 use crate::error::ApiError;
-use crate::hub::CloseReason;
+use crate::metrics;
+use crate::sessions::hub::CloseReason;
 use crate::state::Gateway;
-use crate::{metrics, reaper};
 
 /// The actor of the expiries a removal causes.
 const REMOVAL_ACTOR: &str = "signalbus/gateway";
@@ -65,7 +65,7 @@ async fn close_piggyback(gw: &Gateway, tenant: &str, identity: &str) -> usize {
         if entry.surface != Surface::Piggyback {
             continue;
         }
-        match reaper::close(gw, tenant, identity, id, reason, None).await {
+        match gw.lifecycle().close(tenant, identity, id, reason, None).await {
             Ok(true) => {
                 closed += 1;
                 metrics::session_closed(entry.kind, Surface::Piggyback, reason.label());

@@ -1,7 +1,9 @@
-//! `Gateway`: the cheap-to-clone handle every handler and task shares — stream, command store,
-//! read-model queries, registry, presence, local sessions — and its start and shutdown.
+//! `Gateway`: the cheap-to-clone handle every handler shares — configuration, stream, command
+//! store, read-model queries, the session tables, the quotas — and the narrow handles built over
+//! them once (`Deliverer`, `Lifecycle`) for the parts that must not see the rest.
 //!
-//! Deliberately holds no per-request logic: handlers live in `http/` and `ws/`.
+//! Deliberately data only: it starts no task and runs no logic. `app.rs` starts the background
+//! tasks and shuts them down; handlers live in `api/`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,33 +16,39 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::GatewayConfig;
-use crate::hub::Hub;
-use crate::presence::Presence;
-use crate::registry::Registry;
-use crate::{follower, StartError};
-
-/// How long `start` waits to catch up with the stream before giving up.
-const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(120);
+use crate::delivery::confirm::Confirmations;
+use crate::delivery::follower::Applied;
+use crate::delivery::Deliverer;
+use crate::ratelimit::SendLimiter;
+use crate::sessions::heartbeats::Heartbeats;
+use crate::sessions::hub::Hub;
+use crate::sessions::lifecycle::Lifecycle;
+use crate::sessions::presence::Presence;
+use crate::sessions::registry::Registry;
 
 #[derive(Debug)]
 struct Inner {
-    config: GatewayConfig,
+    config: Arc<GatewayConfig>,
     store: SignalStore,
     queries: Arc<dyn Queries>,
-    registry: Registry,
-    presence: Presence,
-    hub: Hub,
-    piggyback: crate::piggyback::Tracker,
+    /// Shared with the follower, which applies the stream to them.
+    registry: Arc<Registry>,
+    presence: Arc<Presence>,
+    hub: Arc<Hub>,
+    heartbeats: Arc<Heartbeats>,
     /// The MCP sessions this process holds, each bound to a piggyback bus session.
-    mcp: crate::mcp::Registry,
+    mcp: crate::api::mcp::Registry,
     /// Cancelled when the process stops accepting work: sessions close, the tail stops.
     shutdown: CancellationToken,
     /// Every session task and background task, so `run` can wait for them.
     tasks: TaskTracker,
-    applied: watch::Receiver<u64>,
-    limiter: crate::ratelimit::SendLimiter,
-    confirmations: Arc<crate::confirm::Confirmations>,
-    fact_limiter: crate::ratelimit::SendLimiter,
+    applied: Applied,
+    limiter: Arc<SendLimiter>,
+    fact_limiter: Arc<SendLimiter>,
+    confirmations: Arc<Confirmations>,
+    /// Built once: the hot path (a push per `signal.sent`) clones an `Arc`, not seven.
+    deliverer: Arc<Deliverer>,
+    lifecycle: Lifecycle,
 }
 
 /// The shared gateway handle.
@@ -50,48 +58,61 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Starts following the stream (registry, presence, cross-process push) and returns once
-    /// everything stored at the time of the call has been applied, so the first request already
-    /// knows every agent and session.
-    pub async fn start(
+    /// The handle over empty session tables, and the sender the follower reports its applied
+    /// stream position through. Nothing runs yet: `Gateway::start` (in `app.rs`) starts it.
+    pub(crate) fn new(
         log: SharedLog,
         queries: Arc<dyn Queries>,
         config: GatewayConfig,
-    ) -> Result<Gateway, StartError> {
-        let target = log.last_seq().await?;
-        let (applied_tx, applied) = watch::channel(0u64);
-        let gw = Gateway {
-            inner: Arc::new(Inner {
-                limiter: crate::ratelimit::SendLimiter::new(config.send_rate),
-                fact_limiter: crate::ratelimit::SendLimiter::for_facts(config.fact_rate),
-                config,
-                store: SignalStore::new(log),
-                queries,
-                registry: Registry::default(),
-                presence: Presence::default(),
-                hub: Hub::default(),
-                piggyback: Default::default(),
-                mcp: Default::default(),
-                shutdown: CancellationToken::new(),
-                tasks: TaskTracker::new(),
-                applied,
-                confirmations: Default::default(),
-            }),
+    ) -> (Gateway, watch::Sender<u64>) {
+        let (applied_tx, applied) = Applied::channel();
+        let config = Arc::new(config);
+        let store = SignalStore::new(log);
+        let presence = Arc::new(Presence::default());
+        let hub = Arc::new(Hub::default());
+        let heartbeats = Arc::new(Heartbeats::default());
+        let tasks = TaskTracker::new();
+        let deliverer = Arc::new(Deliverer {
+            store: store.clone(),
+            queries: queries.clone(),
+            hub: hub.clone(),
+            presence: presence.clone(),
+            applied: applied.clone(),
+            tasks: tasks.clone(),
+            config: config.clone(),
+        });
+        let lifecycle = Lifecycle {
+            store: store.clone(),
+            presence: presence.clone(),
+            heartbeats: heartbeats.clone(),
+            node: config.node.clone(),
+            heartbeat_interval: config.heartbeat_interval(),
         };
-        follower::spawn(gw.clone(), applied_tx);
-        let mut rx = gw.inner.applied.clone();
-        let caught_up = tokio::time::timeout(CATCH_UP_TIMEOUT, rx.wait_for(|seq| *seq >= target)).await;
-        if !matches!(caught_up, Ok(Ok(_))) {
-            gw.inner.shutdown.cancel();
-            return Err(StartError::CatchUp(target));
-        }
-        crate::reaper::spawn(gw.clone());
-        crate::reaper::spawn_node_watch(gw.clone());
-        tracing::info!(node = %gw.config().node, seq = target, "gateway caught up with the stream");
-        Ok(gw)
+        let inner = Inner {
+            limiter: Arc::new(SendLimiter::new(config.send_rate)),
+            fact_limiter: Arc::new(SendLimiter::for_facts(config.fact_rate)),
+            config,
+            store,
+            queries,
+            registry: Arc::default(),
+            presence,
+            hub,
+            heartbeats,
+            mcp: Default::default(),
+            shutdown: CancellationToken::new(),
+            tasks,
+            applied,
+            confirmations: Default::default(),
+            deliverer,
+            lifecycle,
+        };
+        (Gateway { inner: Arc::new(inner) }, applied_tx)
     }
 
     pub fn config(&self) -> &GatewayConfig {
+        &self.inner.config
+    }
+    pub(crate) fn config_arc(&self) -> &Arc<GatewayConfig> {
         &self.inner.config
     }
     pub fn store(&self) -> &SignalStore {
@@ -103,47 +124,51 @@ impl Gateway {
     pub fn queries(&self) -> &Arc<dyn Queries> {
         &self.inner.queries
     }
-    pub(crate) fn registry(&self) -> &Registry {
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
         &self.inner.registry
     }
-    pub(crate) fn presence(&self) -> &Presence {
+    pub(crate) fn presence(&self) -> &Arc<Presence> {
         &self.inner.presence
     }
-    pub(crate) fn limiter(&self) -> &crate::ratelimit::SendLimiter {
+    pub(crate) fn limiter(&self) -> &Arc<SendLimiter> {
         &self.inner.limiter
     }
-    pub(crate) fn fact_limiter(&self) -> &crate::ratelimit::SendLimiter {
+    pub(crate) fn fact_limiter(&self) -> &Arc<SendLimiter> {
         &self.inner.fact_limiter
     }
-    pub(crate) fn hub(&self) -> &Hub {
+    pub(crate) fn hub(&self) -> &Arc<Hub> {
         &self.inner.hub
     }
-    pub(crate) fn piggyback(&self) -> &crate::piggyback::Tracker {
-        &self.inner.piggyback
+    pub(crate) fn heartbeats(&self) -> &Arc<Heartbeats> {
+        &self.inner.heartbeats
     }
-    pub(crate) fn mcp(&self) -> &crate::mcp::Registry {
+    pub(crate) fn mcp(&self) -> &crate::api::mcp::Registry {
         &self.inner.mcp
     }
     pub(crate) fn shutdown_token(&self) -> &CancellationToken {
         &self.inner.shutdown
     }
-    pub(crate) fn confirmations(&self) -> &Arc<crate::confirm::Confirmations> {
+    pub(crate) fn confirmations(&self) -> &Arc<Confirmations> {
         &self.inner.confirmations
     }
     pub(crate) fn tasks(&self) -> &TaskTracker {
         &self.inner.tasks
     }
+    pub(crate) fn deliverer(&self) -> &Arc<Deliverer> {
+        &self.inner.deliverer
+    }
+    pub(crate) fn lifecycle(&self) -> &Lifecycle {
+        &self.inner.lifecycle
+    }
 
     /// The newest stream sequence this process has applied to registry and presence.
     pub fn applied_seq(&self) -> u64 {
-        *self.inner.applied.borrow()
+        self.inner.applied.get()
     }
 
     /// Waits until this process has applied the stream up to `seq` (or `timeout` passes).
     pub async fn wait_applied(&self, seq: u64, timeout: Duration) -> bool {
-        let mut rx = self.inner.applied.clone();
-        let reached = tokio::time::timeout(timeout, rx.wait_for(|s| *s >= seq)).await;
-        matches!(reached, Ok(Ok(_)))
+        self.inner.applied.wait(seq, timeout).await
     }
 
     /// Number of sessions this process holds.
@@ -154,19 +179,5 @@ impl Gateway {
     /// Ack ids this process's sessions received and have not recorded yet (bounded per session).
     pub fn acks_pending(&self) -> usize {
         self.inner.hub.acks_pending()
-    }
-
-    /// Stops accepting work and asks every session to close; `run` waits for them.
-    pub fn begin_shutdown(&self) {
-        self.inner.shutdown.cancel();
-        self.inner.hub.close_all(crate::hub::CloseReason::Shutdown);
-    }
-
-    /// Waits (up to `shutdown_grace`) for every session and background task to finish.
-    pub async fn drained(&self) {
-        self.inner.tasks.close();
-        if tokio::time::timeout(self.inner.config.shutdown_grace, self.inner.tasks.wait()).await.is_err() {
-            tracing::warn!(sessions = self.inner.hub.len(), "shutdown grace elapsed with sessions still open");
-        }
     }
 }

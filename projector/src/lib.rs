@@ -7,15 +7,25 @@
 //!
 //! # Layout
 //! - `queries`: the `Queries` trait — what readers may ask — and the row types it returns.
-//! - `models`: `ReadModels`, the PostgreSQL-or-SQLite handle implementing `Queries`, plus
-//!   archiving and snapshots.
+//! - `models`: `ReadModels`, the public handle implementing `Queries`, plus archiving,
+//!   snapshots and the applied-sequence watch.
+//! - `backend`: `Backend`, PostgreSQL or SQLite — pooled connections, the writer transaction,
+//!   one batch applied in it.
+//! - `sql/`: the dialect layer — `Dialect` (the fragments the two spell differently), `Args`
+//!   and `RowSet` (typed parameters, a batch's rows as `UNNEST` arrays or one `json_each`
+//!   array), `Conn` and `Row` (run a statement, decode a column on either backend).
 //! - `batch`: folds a run of events into the row sets one batch writes (no I/O).
+//! - `apply`: one batch into the tables — checkpoint compare-and-set, one statement per row set,
+//!   recipient state — written once for both dialects.
+//! - `read`: the `Queries` answers, written once for both dialects.
+//! - `maint`: archiving, purging history, snapshots and the doctor's probes.
 //! - `encode`: the total encoding of text and JSON (U+0000 becomes U+FFFD).
 //! - `dead_letter`: events that cannot be applied, and which failures are the data's fault.
 //! - `bisect`: applies a run so that no event halts projection (halves down to a dead letter).
-//! - `pg/`: PostgreSQL — migrations, the batch transaction (`apply`), queries, archive and
-//!   doctor probes (`maint`), and the scratch-schema rebuild with its atomic swap (`rebuild`).
-//! - `sqlite/`: the same for the embedded SQLite file.
+//! - `pg/`: PostgreSQL — connecting, migrations, the advisory writer lock, and the
+//!   scratch-schema rebuild with its atomic swap (`rebuild`).
+//! - `sqlite/`: the embedded SQLite file — the same, with `BEGIN IMMEDIATE` as the writer lock
+//!   and a scratch file copied in under it.
 //! - `runner`: `Projector` — takes the lease, follows the stream, closes batches, refreshes
 //!   recipient state.
 //! - `lease`: `Lease`, the PostgreSQL advisory lock one projector (and one sweeper) leads by.
@@ -29,6 +39,8 @@
 //!
 //! Migrations live in `schema/postgres` and `schema/sqlite` and are embedded at build time.
 
+mod apply;
+mod backend;
 mod batch;
 mod bisect;
 pub mod dead_letter;
@@ -37,13 +49,16 @@ mod encode;
 pub mod error;
 pub mod health;
 pub mod lease;
+mod maint;
 pub mod metrics;
 pub mod models;
 mod pg;
 pub mod queries;
+mod read;
 pub mod rebuild;
 pub mod runner;
 pub mod snapshot;
+mod sql;
 mod sqlite;
 
 pub use dead_letter::DeadLetter;

@@ -2,7 +2,8 @@
 //! `Queries` implementation. Cheap to clone; clones share the pool and the applied-sequence
 //! watch, so an in-process `wait_for` wakes the moment the projector commits.
 //!
-//! Deliberately only dispatch: SQL lives in `pg/` and `sqlite/`.
+//! Deliberately no SQL: statements live in `apply.rs`, `read.rs` and `maint.rs`, backend
+//! mechanics in `backend.rs`, `pg/` and `sqlite/`.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +16,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use crate::backend::Backend;
 use crate::batch::Batch;
 use crate::bisect::{self, Sink};
 use crate::error::{Error, Result};
@@ -30,12 +32,6 @@ const WAIT_POLL: Duration = Duration::from_millis(10);
 /// The default stale threshold (CONTRACT §2).
 pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(60);
 
-#[derive(Debug, Clone)]
-pub(crate) enum Backend {
-    Pg(PgModels),
-    Sqlite(SqliteModels),
-}
-
 /// The read models, in PostgreSQL or in the embedded SQLite file.
 #[derive(Debug, Clone)]
 pub struct ReadModels {
@@ -45,15 +41,6 @@ pub struct ReadModels {
     /// through another clone (the gateway's admin endpoint).
     stale_after_ms: Arc<AtomicU64>,
     applied: Arc<watch::Sender<u64>>,
-}
-
-macro_rules! dispatch {
-    ($self:expr, $m:ident => $e:expr) => {
-        match &$self.backend {
-            Backend::Pg($m) => $e,
-            Backend::Sqlite($m) => $e,
-        }
-    };
 }
 
 impl ReadModels {
@@ -93,12 +80,12 @@ impl ReadModels {
 
     /// The stream sequence the read models have applied (the checkpoint).
     pub async fn checkpoint(&self) -> Result<u64> {
-        dispatch!(self, m => m.checkpoint().await)
+        self.backend.checkpoint().await
     }
 
     /// Applies one batch on top of checkpoint `expected`; `false` when the checkpoint differed.
     pub(crate) async fn apply(&self, batch: &Batch, expected: u64) -> Result<bool> {
-        let ok = dispatch!(self, m => m.apply(batch, expected, Utc::now(), self.stale_after()).await)?;
+        let ok = self.backend.apply(batch, expected, Utc::now(), self.stale_after()).await?;
         if ok {
             self.notify_applied(batch.to_seq);
         }
@@ -117,39 +104,39 @@ impl ReadModels {
 
     /// Recomputes `recipient_state` against the clock; returns the rows that changed.
     pub async fn refresh_recipient_state(&self, now: DateTime<Utc>) -> Result<u64> {
-        dispatch!(self, m => m.refresh(now, self.stale_after()).await)
+        self.backend.refresh(now, self.stale_after()).await
     }
 
     /// Moves settled rows (expired, recalled, acked, or delivered and past expiry) older than
     /// `older_than` from `signal_queue` to `signal_history`, `batch` rows per transaction.
     /// Returns how many moved. Later events for a moved row still update it in the history.
     pub async fn archive(&self, older_than: DateTime<Utc>, batch: u32) -> Result<u64> {
-        dispatch!(self, m => m.archive(older_than, batch).await)
+        self.backend.archive(older_than, batch).await
     }
 
     /// Deletes `signal_history` rows archived before `older_than`, `batch` per transaction.
     pub async fn purge_history(&self, older_than: DateTime<Utc>, batch: u32) -> Result<u64> {
-        dispatch!(self, m => m.purge_history(older_than, batch).await)
+        self.backend.purge_history(older_than, batch).await
     }
 
     /// A canonical dump of every table, for comparing a live model with a rebuild.
     pub async fn snapshot(&self) -> Result<Snapshot> {
-        dispatch!(self, m => m.snapshot().await)
+        self.backend.snapshot().await
     }
 
     /// The checkpoint and the dead letters, as `/readyz` and the doctor read them.
     pub async fn projection_status(&self) -> Result<ProjectionStatus> {
-        dispatch!(self, m => m.projection_status().await)
+        self.backend.projection_status().await
     }
 
     /// Rows with more than one terminal stamp: how many, and up to ten ids.
     pub(crate) async fn multi_terminal(&self) -> Result<(u64, Vec<Uuid>)> {
-        dispatch!(self, m => m.multi_terminal().await)
+        self.backend.multi_terminal().await
     }
 
     /// Which of `ids` have a signal row.
     pub(crate) async fn existing(&self, ids: &[Uuid]) -> Result<Vec<Uuid>> {
-        dispatch!(self, m => m.existing(ids).await)
+        self.backend.existing(ids).await
     }
 
     pub(crate) fn notify_applied(&self, seq: u64) {
@@ -199,15 +186,15 @@ impl Queries for ReadModels {
     }
 
     async fn drainable(&self, tenant: &str, identity: &str, now: DateTime<Utc>, limit: u32) -> Result<Vec<SignalRow>> {
-        dispatch!(self, m => m.drainable(tenant, identity, now, limit).await)
+        self.backend.drainable(tenant, identity, now, limit).await
     }
 
     async fn signal(&self, tenant: &str, id: Uuid) -> Result<Option<SignalRow>> {
-        dispatch!(self, m => m.signal(tenant, id).await)
+        self.backend.signal(tenant, id).await
     }
 
     async fn list_signals(&self, q: &ListSignals) -> Result<Vec<SignalRow>> {
-        dispatch!(self, m => m.list_signals(q).await)
+        self.backend.list_signals(q).await
     }
 
     async fn overdue(
@@ -216,23 +203,23 @@ impl Queries for ReadModels {
         after: Option<(DateTime<Utc>, Uuid)>,
         limit: u32,
     ) -> Result<Vec<Overdue>> {
-        dispatch!(self, m => m.overdue(now, after, limit).await)
+        self.backend.overdue(now, after, limit).await
     }
 
     async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>> {
-        dispatch!(self, m => m.agents(tenant).await)
+        self.backend.agents(tenant).await
     }
 
     async fn plugin_state(&self, tenant: &str, plugin: &str) -> Result<PluginStateRow> {
-        dispatch!(self, m => m.plugin_state(tenant, plugin).await)
+        self.backend.plugin_state(tenant, plugin).await
     }
 
     async fn plugin_facts(&self, page: &FactsPage) -> Result<FactsAnswer> {
-        dispatch!(self, m => m.plugin_facts(page).await)
+        self.backend.plugin_facts(page).await
     }
 
     async fn ping(&self) -> Result<()> {
-        dispatch!(self, m => m.ping().await)
+        self.backend.ping().await
     }
 
     async fn projection_status(&self) -> Result<ProjectionStatus> {

@@ -10,8 +10,11 @@ use std::time::Duration;
 use bus::log::SharedLog;
 use serde::Serialize;
 
-use crate::error::Result;
-use crate::models::{Backend, ReadModels};
+use crate::backend::Backend;
+use crate::bisect::{self, Sink};
+use crate::dead_letter::{AsEntry, Entry};
+use crate::error::{Error, Result};
+use crate::models::ReadModels;
 
 /// Events per chunk while rebuilding: bigger than a live batch, since nobody waits on it.
 pub(crate) const CHUNK: usize = 5_000;
@@ -21,6 +24,20 @@ pub(crate) const CHUNK: usize = 5_000;
 /// their row is inserted complete instead of inserted and updated again; about 50 MB of
 /// decoded events in memory per batch.
 pub(crate) const BULK_CHUNK: usize = 50_000;
+
+/// Applies `page`, the stream read after `applied`, to a rebuild's `sink` (dead letters met as
+/// the live projector meets them); returns the sequence now applied. A stream that aged out its
+/// oldest events starts later than 1; any other jump is a gap.
+pub(crate) async fn apply_page<S: Sink>(sink: &mut S, page: &[Entry], applied: u64) -> Result<u64> {
+    if let Some(first) = page.first() {
+        if first.seq() != applied + 1 && applied != 0 {
+            let read = first.seq();
+            return Err(Error::Invariant(format!("stream gap: expected sequence {} but read {read}", applied + 1)));
+        }
+    }
+    let done = bisect::apply(sink, page, applied).await?;
+    Ok(done.ok_or_else(|| Error::Invariant("the scratch checkpoint moved during a rebuild".into()))?.to_seq)
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RebuildReport {

@@ -2,13 +2,13 @@
 //! row for row" means in tests and in the rebuild's own verification.
 //!
 //! Deliberately leaves out what is not derived from the stream: when a checkpoint was written,
-//! when a row was archived and when a dead letter was recorded. Hot and archived signal rows are one set, because archiving
-//! only moves rows.
+//! when a row was archived and when a dead letter was recorded. Hot and archived signal rows
+//! are one set, because archiving only moves rows.
 
 use std::collections::BTreeMap;
 
 /// (name, columns, FROM clause, ORDER BY) of each dumped table; the SQL is valid in both
-/// PostgreSQL and SQLite (`{SIGNAL_COLS}` is substituted by the backend).
+/// PostgreSQL and SQLite (`maint.rs` substitutes `{SIGNAL_COLS}` and renders each row).
 pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 8] = [
     (
         "signals",

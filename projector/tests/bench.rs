@@ -55,7 +55,17 @@ async fn rebuild_100k_events_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn apply_100k_events_on_postgres() {
-    let env = Env::postgres().await;
+    apply_100k(Env::postgres().await).await
+}
+
+/// The same on the embedded SQLite file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn apply_100k_events_on_sqlite() {
+    apply_100k(Env::sqlite().await).await
+}
+
+async fn apply_100k(env: Env) {
     let mut w = workload::Workload::new(1);
     let events = stored(1, w.events(100_000));
     let started = Instant::now();
@@ -65,5 +75,5 @@ async fn apply_100k_events_on_postgres() {
         applied = chunk.last().unwrap().seq;
     }
     let took = started.elapsed();
-    eprintln!("apply: 100000 events in {took:?} = {:.0} events/s", 100_000.0 / took.as_secs_f64());
+    eprintln!("apply ({}): 100000 events in {took:?} = {:.0} events/s", env.backend, 100_000.0 / took.as_secs_f64());
 }

@@ -29,7 +29,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
-use async_nats::jetstream::stream::{self, StorageType};
+use async_nats::jetstream::stream;
 use async_nats::jetstream::{self, Context};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -43,11 +43,14 @@ use crate::event::{Event, Subjects};
 use crate::log::{Appended, EventLog, Expect, Stored};
 
 mod append;
+mod connect;
+mod errors;
 mod fanout;
 mod stream_check;
 mod subject_reads;
 mod tail;
 
+use errors::{no_responders, unavailable};
 use subject_reads::ReadPath;
 
 /// How long JetStream remembers an event id to drop a retried append.
@@ -65,8 +68,6 @@ const TAIL_EXPIRES: Duration = Duration::from_secs(2);
 const TAIL_SILENCE: Duration = Duration::from_secs(4);
 /// Ephemeral consumers the server deletes once nobody has pulled from them for this long.
 const CONSUMER_IDLE: Duration = Duration::from_secs(60);
-/// JetStream API errors that mean "the subject's last sequence was not the expected one".
-const WRONG_LAST_SEQUENCE: [u64; 2] = [10071, 10164];
 
 /// Which stream to use and how long it keeps events.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,96 +128,7 @@ impl std::fmt::Debug for JetStreamLog {
     }
 }
 
-fn unavailable(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Unavailable(format!("{what}: {e}"))
-}
-
-/// The server refuses a duplicate window longer than `max_age` (`0`: keep forever).
-fn duplicate_window(max_age: Duration) -> Duration {
-    if max_age.is_zero() {
-        DUPLICATE_WINDOW
-    } else {
-        DUPLICATE_WINDOW.min(max_age)
-    }
-}
-
-/// `nats://a:4222,nats://b:4222` as the servers async-nats connects to (any of them, and
-/// whichever the cluster tells it about).
-fn server_addrs(url: &str) -> Result<Vec<async_nats::ServerAddr>> {
-    let addrs: Vec<async_nats::ServerAddr> = url
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().map_err(|e| Error::Storage(format!("invalid nats url {s:?}: {e}"))))
-        .collect::<Result<_>>()?;
-    if addrs.is_empty() {
-        return Err(Error::Storage("no nats url given".into()));
-    }
-    Ok(addrs)
-}
-
-fn valid_stream_name(name: &str) -> bool {
-    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
 impl JetStreamLog {
-    /// Connects to `url` (one server, or a comma-separated list of a cluster's servers), and
-    /// creates the stream if it does not exist (or updates its `max_age`). A stream that exists
-    /// with other replicas, subjects, retention or a shorter duplicate window is refused.
-    pub async fn connect(url: &str, config: JetStreamConfig) -> Result<JetStreamLog> {
-        if !valid_stream_name(&config.stream) {
-            return Err(Error::Storage(format!("invalid stream name {:?}", config.stream)));
-        }
-        let client = async_nats::ConnectOptions::new()
-            .name("signalbus")
-            .connection_timeout(Duration::from_secs(5))
-            // Come back quickly after a server restart instead of the default's 4 s steps.
-            .reconnect_delay_callback(|attempts| Duration::from_millis((attempts as u64 * 100).min(1000)))
-            .connect(server_addrs(url)?)
-            .await
-            .map_err(|e| unavailable("cannot connect to nats", e))?;
-        stream_check::check_server(&client.server_info().version, config.replicas)?;
-        let js = jetstream::new(client.clone());
-        let prefix = config.stream.to_lowercase();
-        let subjects = Subjects::new(prefix);
-        let wanted = stream::Config {
-            name: config.stream.clone(),
-            subjects: vec![subjects.all()],
-            storage: StorageType::File,
-            max_age: config.max_age,
-            duplicate_window: duplicate_window(config.max_age),
-            allow_direct: true,
-            num_replicas: config.replicas.max(1),
-            ..Default::default()
-        };
-        let mut stream =
-            js.get_or_create_stream(wanted.clone()).await.map_err(|e| unavailable("cannot open stream", e))?;
-        let current = stream.info().await.map_err(|e| unavailable("cannot read stream info", e))?.config.clone();
-        stream_check::check_stream(&current, &wanted)?;
-        if current.max_age != config.max_age || !current.allow_direct {
-            let updated = stream::Config {
-                max_age: config.max_age,
-                duplicate_window: duplicate_window(config.max_age),
-                allow_direct: true,
-                ..current
-            };
-            js.update_stream(updated).await.map_err(|e| unavailable("cannot update stream", e))?;
-            stream = js.get_stream(&config.stream).await.map_err(|e| unavailable("cannot open stream", e))?;
-        }
-        debug!(stream = %config.stream, prefix = subjects.prefix(), "jetstream log opened");
-        Ok(JetStreamLog {
-            client,
-            js,
-            stream,
-            subjects,
-            reads: ReadPath::for_replicas(config.replicas),
-            cursor: Mutex::new(None),
-            nodes: std::sync::Arc::new(crate::log::nodes::NodeBook::new(false)),
-            node_listener: std::sync::Once::new(),
-            fanout: Default::default(),
-        })
-    }
-
     /// Flushes and drops the connection.
     pub async fn close(self) {
         let _ = self.client.flush().await;
@@ -331,29 +243,6 @@ fn stored_from_consumer(msg: jetstream::Message) -> Result<Stored> {
     let info = msg.info().map_err(|e| Error::Decode(format!("consumer message metadata: {e}")))?;
     let (seq, published) = (info.stream_sequence, info.published);
     stored(seq, msg.subject.as_str(), &msg.payload, published)
-}
-
-/// Whether a read failed only because nobody answered for the consumer yet (status 503).
-fn no_responders(message: &str) -> bool {
-    message.contains("503") || message.to_lowercase().contains("no responders")
-}
-
-/// The sequence of the newest event on the subject as reported in a wrong-last-sequence error
-/// ("wrong last sequence: 7 (code 400, error code 10071)"), if the server said.
-fn found_seq(message: &str) -> Option<u64> {
-    let rest = &message[message.find("sequence:")? + "sequence:".len()..];
-    let digits: String = rest.trim_start().chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
-/// The JetStream API error behind a client error, if the server answered with one.
-fn api_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a jetstream::Error> {
-    std::error::Error::source(e).and_then(|s| s.downcast_ref::<jetstream::Error>())
-}
-
-/// The numeric JetStream error code (`ErrorCode` keeps its number private but serializes it).
-fn error_code(e: &jetstream::Error) -> Option<u64> {
-    serde_json::to_value(e.error_code()).ok()?.as_u64()
 }
 
 #[async_trait]
@@ -485,17 +374,5 @@ impl EventLog for JetStreamLog {
 
     async fn ping(&self) -> Result<()> {
         self.stream.get_info().await.map(|_| ()).map_err(|e| unavailable("stream does not answer", e))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::found_seq;
-
-    #[test]
-    fn found_sequence_is_parsed_from_the_error() {
-        assert_eq!(found_seq("wrong last sequence: 7"), Some(7));
-        assert_eq!(found_seq("wrong last sequence: 12 (code 400, error code 10071)"), Some(12));
-        assert_eq!(found_seq("something else"), None);
     }
 }

@@ -1,5 +1,5 @@
 //! The event log: one trait, two backends with identical semantics — JetStream for production
-//! (`jetstream.rs`) and a local SQLite file for the embedded mode (`embedded.rs`).
+//! (`jetstream.rs`) and a local SQLite file for the embedded mode (`embedded/`).
 //!
 //! Semantics every backend keeps (the conformance suite in `tests/log_conformance.rs` checks them):
 //! - one total order: every stored event gets the next stream sequence, from 1, without gaps;

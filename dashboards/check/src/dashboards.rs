@@ -218,9 +218,84 @@ pub fn datasource_refs(v: &Value) -> Vec<(String, String)> {
     out
 }
 
+/// A datasource a dashboard asks for when imported (`__inputs`) and resolves when provisioned
+/// (a `datasource` template variable of the same name, whose current value is the uid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatasourceInput {
+    /// `DS_PROMETHEUS`: panels say `"uid": "${DS_PROMETHEUS}"`.
+    pub name: String,
+    /// The plugin id (`prometheus`, `grafana-postgresql-datasource`).
+    pub plugin_id: String,
+    /// The uid the template variable selects when nothing else does (the provisioned one).
+    pub default_uid: String,
+}
+
+/// The dashboard's datasource inputs, checked: each `__inputs` entry of type `datasource` has a
+/// `datasource` template variable of the same name, querying the same plugin, with a current
+/// uid; and every variable of type `datasource` is an input.
+pub fn datasource_inputs(d: &Dashboard) -> Result<Vec<DatasourceInput>, String> {
+    let vars: Vec<&Value> = d.json["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| str_of(v, "type") == "datasource")
+        .collect();
+    let inputs: Vec<&Value> = d.json["__inputs"].as_array().into_iter().flatten().collect();
+    let mut out = Vec::new();
+    for input in &inputs {
+        let name = str_of(input, "name");
+        if str_of(input, "type") != "datasource" {
+            return Err(format!("{}: __inputs {name:?} is not of type datasource", d.file));
+        }
+        let plugin_id = str_of(input, "pluginId");
+        let var = vars
+            .iter()
+            .find(|v| str_of(v, "name") == name)
+            .ok_or_else(|| format!("{}: __inputs {name} has no datasource variable {name}", d.file))?;
+        if str_of(var, "query") != plugin_id {
+            return Err(format!("{}: variable {name} queries {:?}, not {plugin_id:?}", d.file, str_of(var, "query")));
+        }
+        let default_uid = str_of(&var["current"], "value");
+        if default_uid.is_empty() || default_uid.starts_with('$') {
+            return Err(format!("{}: variable {name} has no current datasource uid", d.file));
+        }
+        out.push(DatasourceInput { name: name.into(), plugin_id: plugin_id.into(), default_uid: default_uid.into() });
+    }
+    if let Some(v) = vars.iter().find(|v| !out.iter().any(|i| i.name == str_of(v, "name"))) {
+        return Err(format!("{}: datasource variable {} is not in __inputs", d.file, str_of(v, "name")));
+    }
+    Ok(out)
+}
+
+/// The uid a datasource reference ends up with when provisioned: `${NAME}` resolves through the
+/// input `NAME` (which must be of the reference's type), a literal uid is itself.
+pub fn resolve_uid(inputs: &[DatasourceInput], ds_type: &str, uid: &str) -> Result<String, String> {
+    let Some(name) = uid.strip_prefix("${").and_then(|r| r.strip_suffix('}')) else {
+        return Ok(uid.to_string());
+    };
+    let input = inputs.iter().find(|i| i.name == name).ok_or_else(|| format!("{uid} is no datasource input"))?;
+    if input.plugin_id != ds_type {
+        return Err(format!("{uid} is a {} datasource, used as {ds_type:?}", input.plugin_id));
+    }
+    Ok(input.default_uid.clone())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::label_values_selector;
+    use super::{label_values_selector, resolve_uid, DatasourceInput};
+
+    #[test]
+    fn inputs_resolve_by_name_and_type() {
+        let inputs = [DatasourceInput {
+            name: "DS_PROMETHEUS".into(),
+            plugin_id: "prometheus".into(),
+            default_uid: "signalbus-prom".into(),
+        }];
+        assert_eq!(resolve_uid(&inputs, "prometheus", "${DS_PROMETHEUS}").unwrap(), "signalbus-prom");
+        assert_eq!(resolve_uid(&inputs, "prometheus", "literal").unwrap(), "literal");
+        assert!(resolve_uid(&inputs, "grafana-postgresql-datasource", "${DS_PROMETHEUS}").is_err());
+        assert!(resolve_uid(&inputs, "prometheus", "${DS_OTHER}").is_err());
+    }
 
     #[test]
     fn label_values_yields_its_selector() {

@@ -1,7 +1,8 @@
 //! Reads the Grafana dashboards and provisioning files in `dashboards/` and turns them into
 //! things a test can check: every query with its panel, SQL with Grafana's macros expanded,
-//! PromQL checked against the metric contract and against a real `/metrics` scrape, and the
-//! provisioning YAML as JSON values.
+//! PromQL checked against the metric contract and against a real `/metrics` scrape, and each
+//! dashboard's datasource inputs (`${DS_…}`) resolved to the uids provisioning gives. The
+//! provisioning YAML is read with `serde_yaml_ng` (the tests do).
 //!
 //! Deliberately does not talk to PostgreSQL, Prometheus, Grafana or a bus itself: the tests in
 //! `tests/` do (they start a real bus), so this library stays pure and fast to unit-test.
@@ -11,7 +12,6 @@ pub mod exposition;
 pub mod promql;
 pub mod scraped;
 pub mod sql_macros;
-pub mod yaml;
 
 use std::path::PathBuf;
 

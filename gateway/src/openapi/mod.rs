@@ -17,7 +17,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
-use crate::http::{admin, agents, inbox, ops, plugins, sessions, signals};
+use crate::api::http::{admin, agents, inbox, ops, plugins, sessions, signals};
 
 #[derive(OpenApi)]
 #[openapi(

@@ -31,7 +31,7 @@ pub fn param(name: &str) -> Option<Value> {
         "status" => json!({"type": "string", "enum": ["pending", "delivered", "expired", "recalled"]}),
         "kind" => json!({"type": "string", "enum": ["daemon", "shim", "interactive"]}),
         "drain" => json!({"type": "boolean"}),
-        "cursor" => json!({"type": "string", "pattern": crate::http::signals::CURSOR_PATTERN}),
+        "cursor" => json!({"type": "string", "pattern": crate::api::http::signals::CURSOR_PATTERN}),
         _ => return None,
     })
 }

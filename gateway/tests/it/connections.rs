@@ -18,6 +18,7 @@ fn limits(max_connections: usize) -> ConnLimits {
         max_connections,
         header_read_timeout: Duration::from_millis(300),
         idle_timeout: Duration::from_millis(500),
+        tls: None,
     }
 }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{Bus, WAIT};
+use crate::support::{deliveries, Bus, WAIT};
 
 async fn queue(bus: &Bus, from: &str, ty: &str, n: u32) -> String {
     let (s, v) = bus.send(from, json!({"to": "bob", "type": ty, "payload": {"n": n}})).await;
@@ -61,6 +61,10 @@ async fn drain_is_priority_desc_then_oldest_first_and_unacked_ones_come_back_red
     ws.close().await;
     let mut ws = bus.connect(&bob).await;
     assert!(ws.next_signal(Duration::from_millis(500)).await.is_none());
+    // On the stream: the three acked at once were delivered once, the others once more each.
+    for (i, id) in expected.iter().enumerate() {
+        assert_eq!(deliveries(&bus.log, id).await, if i < 3 { 1 } else { 2 }, "signal {i}");
+    }
 }
 
 #[tokio::test]
@@ -81,6 +85,7 @@ async fn a_live_push_is_acked_over_the_socket_and_not_redelivered() {
     ws.close().await;
     let mut ws = bus.connect(&bob).await;
     assert!(ws.next_signal(Duration::from_millis(500)).await.is_none());
+    assert_eq!(deliveries(&bus.log, &id).await, 1, "pushed once, never redelivered");
 }
 
 async fn row(bus: &Bus, token: &str, id: &str) -> Value {

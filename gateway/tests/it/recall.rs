@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{Bus, WAIT};
+use crate::support::{deliveries, Bus, WAIT};
 
 #[tokio::test]
 async fn every_recall_outcome() {
@@ -37,6 +37,8 @@ async fn every_recall_outcome() {
     assert_eq!(got["id"], json!(expiring));
     assert!(ws.next_signal(Duration::from_millis(300)).await.is_none());
     assert_eq!(bus.recall(&alice, &expiring).await, (200, json!({"outcome": "already_delivered"})));
+    // Recalled is final: the stream holds no delivery of it, now or later.
+    assert_eq!(deliveries(&bus.log, &pending).await, 0);
 
     let (_, v) = bus.send(&alice, json!({"to": "mallory", "type": "StatusUpdate", "ttl_seconds": 1})).await;
     let late = v["signal_id"].as_str().unwrap().to_string();
@@ -113,5 +115,10 @@ async fn recall_racing_delivery_has_exactly_one_winner_per_signal() {
     }
     let union: HashSet<String> = received.union(&recalled).cloned().collect();
     assert_eq!(union, all, "every signal has exactly one winner");
+    // On the stream too: a recalled signal was never delivered, a delivered one exactly once.
+    for id in &all {
+        let want = usize::from(!recalled.contains(id));
+        assert_eq!(deliveries(&bus.log, id).await, want, "{id}");
+    }
     eprintln!("recall race: {} recalled, {} delivered", recalled.len(), received.len());
 }

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bus::event::{Entity, EventBody};
 use bus::log::embedded::EmbeddedLog;
 use bus::log::SharedLog;
 use futures::{SinkExt, StreamExt};
@@ -255,6 +256,17 @@ impl Client {
         // Wait for the server's side of the handshake so its session.closed is recorded.
         let _ = tokio::time::timeout(WAIT, async { while self.ws.next().await.is_some() {} }).await;
     }
+}
+
+/// How many `signal.delivered` events the stream holds for `signal_id` (tenant `default`).
+/// Exactly-once is decided on the stream, so this is where a test checks it: a duplicate frame
+/// may arrive any time up to the push grace and beyond, but a duplicate delivery is recorded.
+/// Ask once the signal is acked (its session closed): nothing can be delivered after that.
+pub async fn deliveries(log: &SharedLog, signal_id: &str) -> usize {
+    let id = uuid::Uuid::parse_str(signal_id).unwrap();
+    let subject = log.subjects().of("default", Entity::Signal(id));
+    let events = log.read_subject(&subject).await.unwrap();
+    events.iter().filter(|s| matches!(s.event.body, EventBody::SignalDelivered(_))).count()
 }
 
 /// Polls `f` until it returns true or `wait` passes.

@@ -1,23 +1,17 @@
-//! The PostgreSQL backend of the read models: connecting, migrating, and the per-batch
-//! transaction (advisory lock, checkpoint compare-and-set, set-based writes).
+//! The PostgreSQL backend of the read models: connecting, migrating, the writer transaction
+//! (advisory lock), and the scratch-schema rebuild (`rebuild.rs`).
 //!
-//! Deliberately holds no projection logic of its own beyond SQL: what a batch contains is
-//! decided in `batch.rs`, when batches close in `runner.rs`.
+//! Deliberately holds no statement of the projection, the queries or the maintenance: those
+//! are written once for both backends (`apply.rs`, `read.rs`, `maint.rs`).
 
+use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, PgPool};
-use std::str::FromStr;
+use sqlx::{PgPool, Postgres, Transaction};
 
-use crate::batch::{Batch, PROJECTION};
 use crate::error::{migrate_error, Result};
 
-mod apply;
-mod maint;
-pub(crate) mod queries;
-pub(crate) use queries::SIGNAL_COLS;
 mod rebuild;
 
 pub(crate) use rebuild::rebuild;
@@ -29,7 +23,7 @@ pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../schema/
 /// the projector per batch, the archiver per chunk, and the rebuild's swap. ("sbproj" in ASCII.)
 pub(crate) const WRITER_LOCK: i64 = 0x7362_7072_6f6a;
 
-/// The tables of the read models, in the order the rebuild swaps them.
+/// The tables of the read models, in the order a rebuild swaps (or, embedded, copies) them.
 pub(crate) const TABLES: [&str; 9] = [
     "signal_queue",
     "signal_history",
@@ -62,33 +56,10 @@ impl PgModels {
         Ok(PgModels { pool, schema })
     }
 
-    pub async fn checkpoint(&self) -> Result<u64> {
-        let seq: i64 = sqlx::query_scalar("SELECT last_seq FROM projection_checkpoints WHERE projection = $1")
-            .bind(PROJECTION)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(seq as u64)
-    }
-
-    /// Applies `batch` on top of checkpoint `expected` in one transaction. `Ok(false)` when the
-    /// checkpoint was not `expected` (someone else applied it, or a rebuild moved it): nothing
-    /// was written.
-    pub async fn apply(&self, batch: &Batch, expected: u64, now: DateTime<Utc>, stale_after: Duration) -> Result<bool> {
-        let mut conn = self.pool.acquire().await?;
-        let mut tx = conn.begin().await?;
+    /// A transaction holding the writer lock until it ends.
+    pub async fn begin_writer(&self) -> Result<Transaction<'static, Postgres>> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(WRITER_LOCK).execute(&mut *tx).await?;
-        if !apply::apply_in(&mut tx, batch, expected, now, stale_after).await? {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        tx.commit().await?;
-        Ok(true)
-    }
-
-    /// Recomputes the recipient state of every identity with an open session (only those can
-    /// cross the stale threshold by the clock alone).
-    pub async fn refresh(&self, now: DateTime<Utc>, stale_after: Duration) -> Result<u64> {
-        let mut conn = self.pool.acquire().await?;
-        apply::refresh_open(&mut conn, now, stale_after).await
+        Ok(tx)
     }
 }

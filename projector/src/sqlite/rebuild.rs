@@ -15,16 +15,17 @@ use chrono::Utc;
 use sqlx::Connection;
 
 use super::{SqliteModels, FILE_NAME};
+use crate::backend::Backend;
 use crate::batch::Batch;
-use crate::bisect::{self, Sink};
-use crate::dead_letter::{read_entries, AsEntry};
+use crate::bisect::Sink;
+use crate::dead_letter::read_entries;
 use crate::error::{Error, Result};
 use crate::pg::TABLES;
-use crate::rebuild::{RebuildReport, CHUNK};
+use crate::rebuild::{apply_page, RebuildReport, CHUNK};
 
 /// The fresh file, batch by batch (dead letters met as the live projector meets them).
 struct Scratch<'a> {
-    models: &'a SqliteModels,
+    models: &'a Backend,
     stale_after: Duration,
 }
 
@@ -55,7 +56,8 @@ async fn build_and_swap(
     scratch_path: &std::path::Path,
     stale_after: Duration,
 ) -> Result<(u64, u64)> {
-    let scratch = SqliteModels::open_file(scratch_path).await?;
+    let file = SqliteModels::open_file(scratch_path).await?;
+    let scratch = Backend::Sqlite(file.clone());
     let mut applied = 0u64;
     let mut events = 0u64;
     // The bulk, without any lock on the live file.
@@ -83,7 +85,7 @@ async fn build_and_swap(
     }
     .await;
     let _ = sqlx::query("DETACH DATABASE rb").execute(&mut *conn).await;
-    scratch.pool.close().await;
+    file.pool.close().await;
     swapped?;
     tracing::info!(events, last_seq = applied, "embedded read models rebuilt and swapped in");
     Ok((events, applied))
@@ -91,22 +93,16 @@ async fn build_and_swap(
 
 /// Applies the next chunk of the stream to the scratch models; `None` when caught up.
 async fn catch_up_chunk(
-    scratch: &SqliteModels,
+    scratch: &Backend,
     log: &SharedLog,
     applied: &mut u64,
     stale_after: Duration,
 ) -> Result<Option<u64>> {
     let page = read_entries(log, *applied + 1, CHUNK).await?;
-    let Some(first) = page.first() else { return Ok(None) };
-    if first.seq() != *applied + 1 && *applied != 0 {
-        return Err(Error::Invariant(format!(
-            "stream gap: expected sequence {} but read {}",
-            *applied + 1,
-            first.seq()
-        )));
+    if page.is_empty() {
+        return Ok(None);
     }
     let mut sink = Scratch { models: scratch, stale_after };
-    let done = bisect::apply(&mut sink, &page, *applied).await?;
-    *applied = done.ok_or_else(|| Error::Invariant("the scratch checkpoint moved during a rebuild".into()))?.to_seq;
+    *applied = apply_page(&mut sink, &page, *applied).await?;
     Ok(Some(page.len() as u64))
 }

@@ -25,14 +25,15 @@ pub async fn on_time(bed: Bed) {
     let id = bed.send(sent_at, 1).await;
     let expires_at = sent_at + chrono::Duration::seconds(1);
     let started = Instant::now();
-    eventually(Duration::from_secs(3), "the signal expires", || async { bed.expired_at(id).await.is_some() }).await;
+    eventually(Duration::from_secs(30), "the signal expires", || async { bed.expired_at(id).await.is_some() }).await;
     let observed = started.elapsed();
     let appended_at = bed.expired_at(id).await.unwrap();
     let lag = (appended_at - expires_at).to_std().unwrap_or_default();
     println!("1 s ttl: expired event seen {observed:?} after the send; appended {lag:?} after expires_at");
     assert!(appended_at >= expires_at, "never before expires_at");
-    assert!(lag < Duration::from_secs(1), "expired {lag:?} after expires_at");
-    assert!(observed < Duration::from_secs(2));
+    // Not a speed check (bench/ measures the lag): the sweep runs once a minute, so only a
+    // timer can have expired it this soon.
+    assert!(lag < MINUTE / 2, "expired {lag:?} after expires_at: by the sweep, not a timer");
     assert_eq!(bed.terminal_events(id).await, vec![("signal.expired", "signalbus/sweeper".to_string())]);
 
     // The read models show it expired too.
@@ -121,11 +122,13 @@ pub async fn restart(bed: Bed) {
     }
     // The soon-due ones were pending at restart and are only in the read models: preload → timers.
     let expires_at = soon_at + chrono::Duration::seconds(2);
-    tokio::time::sleep((expires_at - Utc::now()).to_std().unwrap_or_default() + Duration::from_millis(1500)).await;
     for &id in &soon {
-        let at = bed.expired_at(id).await.expect("soon-due signal expired");
+        eventually(Duration::from_secs(30), "soon-due signal expired", || async { bed.expired_at(id).await.is_some() })
+            .await;
+        let at = bed.expired_at(id).await.unwrap();
         let lag = (at - expires_at).to_std().unwrap_or_default();
-        assert!(lag < Duration::from_secs(1), "soon-due {id} expired {lag:?} late");
+        // The sweep runs once a minute: only a preloaded timer expires it this soon.
+        assert!(lag < MINUTE / 2, "soon-due {id} expired {lag:?} late: by the sweep, not a timer");
     }
     // The status view shows the newest run.
     bed.settle().await;

@@ -34,7 +34,8 @@ use chrono::Utc;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::{api_error, error_code, found_seq, JetStreamLog, WRONG_LAST_SEQUENCE};
+use super::errors::{api_error, error_code, found_seq, WRONG_LAST_SEQUENCE};
+use super::JetStreamLog;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventBody};
@@ -82,16 +83,18 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
         let outcome = attempt(js, &subject, &payload, event, expect, budget).await;
         let late = Utc::now() >= surely_in_time;
         match outcome {
-            Attempt::Stored(a) if !late && !(a.duplicate && unanswered == 0) => {
+            Attempt::Stored(a) => {
+                // Answered late, or answered "duplicate" on this call's first attempt (a copy
+                // from an earlier call with this event id, which may have been stored too late
+                // and be void): whether it counts is what the stored copy says.
+                if late || (a.duplicate && unanswered == 0) {
+                    return counts(log, &subject, a, event).await;
+                }
                 if unanswered > 0 {
                     debug!(subject = %subject, unanswered, seq = a.seq, "append resolved: stored");
                 }
                 return Ok(a);
             }
-            // Answered late, or answered "duplicate" on this call's first attempt (a copy from
-            // an earlier call with this event id, which may have been stored too late and be
-            // void): whether it counts is what the stored copy says.
-            Attempt::Stored(a) => return counts(log, &subject, a, event).await,
             Attempt::Conflict(found) if unanswered > 0 => {
                 // Our own earlier copy may be what the condition failed against.
                 let on_subject = log.read_subject(&subject).await?;
@@ -125,7 +128,7 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
     Err(Error::Indeterminate(format!("the event stream did not answer for {}s", RESOLVE_WITHIN.as_secs())))
 }
 
-/// An answer that came late: the stored copy counts unless the stream stored it after its
+/// An answer that came late (or a first "duplicate"): the stored copy counts unless the stream stored it after its
 /// `accept_by`, in which case every reader sees it voided and nothing was accepted.
 async fn counts(log: &JetStreamLog, subject: &str, appended: Appended, event: &Event) -> Result<Appended> {
     // Through the log's read path: on a replicated stream a follower may not hold it yet.

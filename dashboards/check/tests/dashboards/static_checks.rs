@@ -1,7 +1,8 @@
 //! The checks that need no database and no bus: every SQL panel has its expected columns
 //! listed, every PromQL expression uses only contract series and labels (the allow-list of
-//! `promql`) and parses under `promtool check rules`, the provisioning YAML names the
-//! datasources the dashboards use, the dashboards are well-formed, and the docs cover the
+//! `promql`) and parses under `promtool check rules` (promtool is required), the provisioning
+//! YAML names the datasources the dashboards use, each through a `${DS_…}` input that resolves
+//! to the provisioned uid, the dashboards are well-formed, and the docs cover the
 //! metrics, the provisioning environment and every panel.
 //!
 //! Deliberately static: `live_bus` checks the same PromQL against a real `/metrics` scrape.
@@ -10,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use dashboards_check::dashboards::{self, Language, PG_TYPE, PROM_TYPE};
-use dashboards_check::{dashboards_dir, promql, repo_root, yaml};
+use dashboards_check::{dashboards_dir, promql, repo_root};
 use serde_json::Value;
 
 use crate::panels::{all_queries, expected_columns, EXPECTED_COLUMNS};
@@ -59,34 +60,34 @@ fn promql_references_only_contract_series_and_labels() {
         assert!(used, "{base} is on no dashboard");
     }
 
-    match Command::new("promtool").arg("--version").output() {
-        Ok(out) if out.status.success() => {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let file = dir.path().join("dashboards.rules.yml");
-            std::fs::write(&file, promql::rules_file(&exprs)).expect("write rules file");
-            let out = Command::new("promtool").arg("check").arg("rules").arg(&file).output().expect("run promtool");
-            assert!(
-                out.status.success(),
-                "promtool check rules failed:\n{}\n{}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr),
-                std::fs::read_to_string(&file).unwrap_or_default()
-            );
-        }
-        _ => {
-            assert!(
-                std::env::var_os("SIGNALBUS_REQUIRE_PROMTOOL").is_none(),
-                "SIGNALBUS_REQUIRE_PROMTOOL is set but promtool is not installed (Debian: apt-get install prometheus)"
-            );
-            eprintln!("promtool not installed: PromQL checked by the built-in minimal reader only");
-        }
-    }
+    // promtool is required, never skipped: scripts/test installs it (Debian package prometheus).
+    let found = Command::new("promtool").arg("--version").output();
+    assert!(
+        found.is_ok_and(|o| o.status.success()),
+        "promtool is not installed: apt-get install prometheus (scripts/test does)"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("dashboards.rules.yml");
+    std::fs::write(&file, promql::rules_file(&exprs)).expect("write rules file");
+    let out = Command::new("promtool").arg("check").arg("rules").arg(&file).output().expect("run promtool");
+    assert!(
+        out.status.success(),
+        "promtool check rules failed:\n{}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(&file).unwrap_or_default()
+    );
+}
+
+/// A provisioning file as JSON values, read by a YAML parser.
+fn yaml(file: &str) -> Value {
+    let path = dashboards_dir().join(file);
+    serde_yaml_ng::from_str(&std::fs::read_to_string(&path).expect("read provisioning yaml"))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn provisioned_datasources() -> BTreeMap<String, Value> {
-    let path = dashboards_dir().join("provisioning/datasources/signalbus.yaml");
-    let doc = yaml::parse(&std::fs::read_to_string(&path).expect("read datasources yaml"))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc = yaml("provisioning/datasources/signalbus.yaml");
     assert_eq!(doc["apiVersion"], 1);
     doc["datasources"]
         .as_array()
@@ -108,9 +109,7 @@ fn provisioning_parses_and_names_the_datasources_the_dashboards_use() {
     assert_eq!(prom["type"], PROM_TYPE);
     assert!(prom["url"].as_str().is_some_and(|s| !s.is_empty()), "url");
 
-    let path = dashboards_dir().join("provisioning/dashboards/signalbus.yaml");
-    let doc = yaml::parse(&std::fs::read_to_string(&path).expect("read dashboards yaml"))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let doc = yaml("provisioning/dashboards/signalbus.yaml");
     assert_eq!(doc["apiVersion"], 1);
     let provider = &doc["providers"][0];
     assert_eq!(provider["type"], "file");
@@ -118,10 +117,15 @@ fn provisioning_parses_and_names_the_datasources_the_dashboards_use() {
 
     let mut used = BTreeSet::new();
     for d in dashboards::load_all(&dashboards_dir()) {
+        let inputs = dashboards::datasource_inputs(&d).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!inputs.is_empty(), "{}: no datasource inputs (`__inputs`): UI import would not ask", d.file);
         for (ty, uid) in dashboards::datasource_refs(&d.json) {
             if uid == "-- Grafana --" {
                 continue; // the built-in annotations source
             }
+            // Every reference goes through an input, so importing through the UI can remap it.
+            assert!(uid.starts_with("${DS_"), "{}: datasource uid {uid:?} is not a ${{DS_…}} input", d.file);
+            let uid = dashboards::resolve_uid(&inputs, &ty, &uid).unwrap_or_else(|e| panic!("{}: {e}", d.file));
             let ds =
                 sources.get(&uid).unwrap_or_else(|| panic!("{}: datasource uid {uid:?} is not provisioned", d.file));
             assert_eq!(ds["type"].as_str(), Some(ty.as_str()), "{}: datasource {uid} has type {ty:?}", d.file);

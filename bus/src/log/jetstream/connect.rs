@@ -1,0 +1,104 @@
+//! Opening the JetStream log: the server list, the server's version check, and the stream
+//! created as configured or checked against the configuration (never silently adopted).
+//!
+//! Deliberately does not read or append events.
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use async_nats::jetstream::stream::{self, StorageType};
+use tokio::sync::Mutex;
+use tracing::debug;
+
+use super::errors::unavailable;
+use super::subject_reads::ReadPath;
+use super::{stream_check, JetStreamConfig, JetStreamLog, DUPLICATE_WINDOW};
+use crate::error::{Error, Result};
+use crate::event::Subjects;
+
+/// The server refuses a duplicate window longer than `max_age` (`0`: keep forever).
+fn duplicate_window(max_age: Duration) -> Duration {
+    if max_age.is_zero() {
+        DUPLICATE_WINDOW
+    } else {
+        DUPLICATE_WINDOW.min(max_age)
+    }
+}
+
+/// `nats://a:4222,nats://b:4222` as the servers async-nats connects to (any of them, and
+/// whichever the cluster tells it about).
+fn server_addrs(url: &str) -> Result<Vec<async_nats::ServerAddr>> {
+    let addrs: Vec<async_nats::ServerAddr> = url
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().map_err(|e| Error::Storage(format!("invalid nats url {s:?}: {e}"))))
+        .collect::<Result<_>>()?;
+    if addrs.is_empty() {
+        return Err(Error::Storage("no nats url given".into()));
+    }
+    Ok(addrs)
+}
+
+fn valid_stream_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+impl JetStreamLog {
+    /// Connects to `url` (one server, or a comma-separated list of a cluster's servers), and
+    /// creates the stream if it does not exist (or updates its `max_age`). A stream that exists
+    /// with other replicas, subjects, retention or a shorter duplicate window is refused.
+    pub async fn connect(url: &str, config: JetStreamConfig) -> Result<JetStreamLog> {
+        if !valid_stream_name(&config.stream) {
+            return Err(Error::Storage(format!("invalid stream name {:?}", config.stream)));
+        }
+        let client = async_nats::ConnectOptions::new()
+            .name("signalbus")
+            .connection_timeout(Duration::from_secs(5))
+            // Come back quickly after a server restart instead of the default's 4 s steps.
+            .reconnect_delay_callback(|attempts| Duration::from_millis((attempts as u64 * 100).min(1000)))
+            .connect(server_addrs(url)?)
+            .await
+            .map_err(|e| unavailable("cannot connect to nats", e))?;
+        stream_check::check_server(&client.server_info().version, config.replicas)?;
+        let js = jetstream::new(client.clone());
+        let prefix = config.stream.to_lowercase();
+        let subjects = Subjects::new(prefix);
+        let wanted = stream::Config {
+            name: config.stream.clone(),
+            subjects: vec![subjects.all()],
+            storage: StorageType::File,
+            max_age: config.max_age,
+            duplicate_window: duplicate_window(config.max_age),
+            allow_direct: true,
+            num_replicas: config.replicas.max(1),
+            ..Default::default()
+        };
+        let mut stream =
+            js.get_or_create_stream(wanted.clone()).await.map_err(|e| unavailable("cannot open stream", e))?;
+        let current = stream.info().await.map_err(|e| unavailable("cannot read stream info", e))?.config.clone();
+        stream_check::check_stream(&current, &wanted)?;
+        if current.max_age != config.max_age || !current.allow_direct {
+            let updated = stream::Config {
+                max_age: config.max_age,
+                duplicate_window: duplicate_window(config.max_age),
+                allow_direct: true,
+                ..current
+            };
+            js.update_stream(updated).await.map_err(|e| unavailable("cannot update stream", e))?;
+            stream = js.get_stream(&config.stream).await.map_err(|e| unavailable("cannot open stream", e))?;
+        }
+        debug!(stream = %config.stream, prefix = subjects.prefix(), "jetstream log opened");
+        Ok(JetStreamLog {
+            client,
+            js,
+            stream,
+            subjects,
+            reads: ReadPath::for_replicas(config.replicas),
+            cursor: Mutex::new(None),
+            nodes: std::sync::Arc::new(crate::log::nodes::NodeBook::new(false)),
+            node_listener: std::sync::Once::new(),
+            fanout: Default::default(),
+        })
+    }
+}

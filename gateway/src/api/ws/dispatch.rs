@@ -1,0 +1,83 @@
+//! Runs one piece of a session's work off its read loop — a decoded client operation, a batch
+//! of acks, a heartbeat — and builds the frame to answer with, if any.
+//!
+//! Deliberately holds no protocol state: the session loop decides what runs when (and how
+//! much at once), batches acks itself, and queues what this returns; decoding happened before
+//! (`frames.rs`).
+
+use bus::signal::RecallOutcome;
+use chrono::Utc;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::api::ws::frames::{self, ClientFrame, Op};
+use crate::sessions::hub::SessionHandle;
+use crate::state::Gateway;
+use crate::{commands, metrics, send, wire};
+
+/// What a session runs concurrently with reading further frames.
+#[derive(Debug)]
+pub enum Work {
+    /// A client operation other than `ack` (acks are batched by the loop); answered with a
+    /// `result` frame.
+    Op(ClientFrame),
+    /// Acks the loop batched; no frame.
+    Acks(Vec<Uuid>),
+    /// The session's heartbeat event; no frame.
+    Heartbeat,
+}
+
+/// Runs `work` and returns the frame to answer with, if any.
+pub async fn run(gw: &Gateway, session: &SessionHandle, work: Work) -> Option<String> {
+    match work {
+        Work::Op(frame) => Some(op(gw, session, frame).await),
+        Work::Acks(ids) => {
+            commands::ack(gw, &session.tenant, &session.identity, Some(session), &ids).await;
+            None
+        }
+        Work::Heartbeat => {
+            record_heartbeat(gw, session).await;
+            None
+        }
+    }
+}
+
+/// The `result` frame of an `ack` op: acks are recorded with the session's next batch, so the
+/// answer only counts them.
+pub fn acked(reference: Option<&str>, n: usize) -> String {
+    frames::result_ok(reference, json!({ "acked": n }))
+}
+
+async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String {
+    let reference = frame.reference.as_deref();
+    let (tenant, identity) = (session.tenant.as_str(), session.identity.as_str());
+    let result = match frame.op {
+        Op::Send(req) => send::send(gw, tenant, identity, req).await,
+        Op::Recall(None) => {
+            metrics::recall(RecallOutcome::NotFound);
+            Ok(json!({ "outcome": RecallOutcome::NotFound.as_str() }))
+        }
+        Op::Recall(Some(id)) => {
+            commands::recall(gw, tenant, identity, id).await.map(|o| json!({ "outcome": o.as_str() }))
+        }
+        // The loop batches acks; one that reaches here anyway is recorded at once.
+        Op::Ack(ids) => {
+            commands::ack(gw, tenant, identity, Some(session), &ids).await;
+            return acked(reference, ids.len());
+        }
+        Op::Fact { plugin, fact_type, state } => {
+            commands::fact(gw, tenant, commands::FactAuthor::Agent(identity), &plugin, &fact_type, state)
+                .await
+                .map(|recorded| wire::fact_recorded(&recorded))
+        }
+        Op::Ping => return frames::pong(reference),
+    };
+    match result {
+        Ok(v) => frames::result_ok(reference, v),
+        Err(e) => frames::result_err(reference, &e),
+    }
+}
+
+pub async fn record_heartbeat(gw: &Gateway, handle: &SessionHandle) {
+    gw.lifecycle().record_heartbeat(handle.id, &handle.tenant, &handle.identity, Utc::now()).await;
+}

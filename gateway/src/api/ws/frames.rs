@@ -1,0 +1,195 @@
+//! The WebSocket frames of CONTRACT §7 as pure functions: decoding a client frame into an
+//! operation (with a specific `invalid_request` message for everything malformed) and encoding
+//! every server frame.
+//!
+//! Deliberately no I/O and no state, so every input can be fuzzed: `step` never panics, and
+//! anything that is not a runnable operation becomes a reply frame right here.
+
+use bus::send::SendRequest;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::wire;
+
+pub use crate::wire::MAX_ACK_IDS;
+/// Longest `ref` echoed back.
+pub const MAX_REF_CHARS: usize = 256;
+
+/// A decoded client operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    Send(SendRequest),
+    /// `None`: the id is not a uuid, which answers `not_found` like any unknown id.
+    Recall(Option<Uuid>),
+    Ack(Vec<Uuid>),
+    Fact {
+        plugin: String,
+        fact_type: String,
+        state: Value,
+    },
+    Ping,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientFrame {
+    pub reference: Option<String>,
+    pub op: Op,
+}
+
+/// What to do with one inbound text frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Answer with this frame and do nothing else.
+    Reply(String),
+    /// Run the operation (it needs the stream).
+    Run(ClientFrame),
+}
+
+/// Decodes one inbound text frame into a step. Total: never panics, whatever the input.
+pub fn step(text: &str) -> Step {
+    match decode(text) {
+        Ok(ClientFrame { reference, op: Op::Ping }) => Step::Reply(pong(reference.as_deref())),
+        Ok(frame) => Step::Run(frame),
+        Err((reference, e)) => Step::Reply(result_err(reference.as_deref(), &e)),
+    }
+}
+
+/// Decodes one client frame; a failure carries the frame's `ref` when it had a usable one.
+pub fn decode(text: &str) -> Result<ClientFrame, (Option<String>, ApiError)> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| (None, ApiError::invalid(format!("frame is not valid JSON: {}", lower(&e.to_string())))))?;
+    let Value::Object(mut map) = value else {
+        return Err((None, ApiError::invalid("frame must be a JSON object")));
+    };
+    let reference = match map.remove("ref") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.chars().count() <= MAX_REF_CHARS => Some(s),
+        Some(Value::String(_)) => {
+            return Err((None, ApiError::invalid(format!("ref must be at most {MAX_REF_CHARS} characters"))))
+        }
+        Some(_) => return Err((None, ApiError::invalid("ref must be a string"))),
+    };
+    let op = match map.remove("op") {
+        Some(Value::String(op)) => op,
+        Some(_) => return Err((reference, ApiError::invalid("op must be a string"))),
+        None => return Err((reference, ApiError::invalid("op is required"))),
+    };
+    match decode_op(&op, &map) {
+        Ok(op) => Ok(ClientFrame { reference, op }),
+        Err(e) => Err((reference, e)),
+    }
+}
+
+fn decode_op(op: &str, map: &Map<String, Value>) -> Result<Op, ApiError> {
+    match op {
+        "send" => Ok(Op::Send(wire::parse_send(map)?)),
+        "recall" => {
+            only(map, &["signal_id"])?;
+            match map.get("signal_id") {
+                Some(Value::String(s)) => Ok(Op::Recall(Uuid::parse_str(s).ok())),
+                Some(_) => Err(ApiError::invalid("signal_id must be a string")),
+                None => Err(ApiError::invalid("signal_id is required")),
+            }
+        }
+        "ack" => wire::parse_ack_ids(map).map(Op::Ack),
+        "fact" => {
+            only(map, &["plugin", "fact_type", "state"])?;
+            let s = |k: &str| match map.get(k) {
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(_) => Err(ApiError::invalid(format!("{k} must be a string"))),
+                None => Err(ApiError::invalid(format!("{k} is required"))),
+            };
+            let state = map.get("state").cloned().ok_or_else(|| ApiError::invalid("state is required"))?;
+            Ok(Op::Fact { plugin: s("plugin")?, fact_type: s("fact_type")?, state })
+        }
+        "ping" => Ok(Op::Ping),
+        other => Err(ApiError::invalid(format!(
+            "unknown op {:?}; expected send, recall, ack, fact or ping",
+            truncate(other, 64)
+        ))),
+    }
+}
+
+fn only(map: &Map<String, Value>, allowed: &[&str]) -> Result<(), ApiError> {
+    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::invalid(format!("unknown field {:?}", truncate(k, 64)))),
+        None => Ok(()),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+fn lower(s: &str) -> String {
+    s.to_lowercase()
+}
+
+pub fn welcome(session_id: Uuid, tenant: &str, identity: &str, heartbeat_interval_ms: u64) -> String {
+    json!({
+        "op": "welcome",
+        "session_id": session_id,
+        "tenant": tenant,
+        "identity": identity,
+        "heartbeat_interval_ms": heartbeat_interval_ms,
+    })
+    .to_string()
+}
+
+pub fn result_ok(reference: Option<&str>, result: Value) -> String {
+    json!({ "op": "result", "ref": reference, "ok": true, "result": result }).to_string()
+}
+
+pub fn result_err(reference: Option<&str>, e: &ApiError) -> String {
+    json!({ "op": "result", "ref": reference, "ok": false, "error": e.to_json() }).to_string()
+}
+
+pub fn pong(reference: Option<&str>) -> String {
+    match reference {
+        Some(r) => json!({ "op": "pong", "ref": r }).to_string(),
+        None => json!({ "op": "pong" }).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err_message(text: &str) -> String {
+        match step(text) {
+            Step::Reply(r) => {
+                let v: Value = serde_json::from_str(&r).unwrap();
+                assert_eq!(v["ok"], false);
+                assert_eq!(v["error"]["code"], "invalid_request");
+                v["error"]["message"].as_str().unwrap().to_string()
+            }
+            Step::Run(f) => panic!("expected an error, got {f:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_frames_get_specific_messages() {
+        assert!(err_message("nope").starts_with("frame is not valid JSON"));
+        assert_eq!(err_message("[1]"), "frame must be a JSON object");
+        assert_eq!(err_message(r#"{"ref":"a"}"#), "op is required");
+        assert!(err_message(r#"{"op":"dance"}"#).starts_with("unknown op \"dance\""));
+        assert_eq!(err_message(r#"{"op":"ack","signal_ids":["x"]}"#), "signal_ids[0] is not a uuid");
+        assert_eq!(err_message(r#"{"op":"ack","signal_ids":[]}"#), "signal_ids must hold 1 to 1000 ids");
+        assert_eq!(err_message(r#"{"op":"recall"}"#), "signal_id is required");
+        assert!(err_message(r#"{"op":"send","to":"b","type":"X","from":"eve"}"#).starts_with("from is not allowed"));
+    }
+
+    #[test]
+    fn refs_are_echoed_and_pings_answered() {
+        match step(r#"{"op":"nope","ref":"r1"}"#) {
+            Step::Reply(r) => assert!(r.contains(r#""ref":"r1""#)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(step(r#"{"op":"ping"}"#), Step::Reply(r#"{"op":"pong"}"#.to_string()));
+        assert_eq!(
+            step(r#"{"op":"recall","signal_id":"not-a-uuid","ref":"x"}"#),
+            Step::Run(ClientFrame { reference: Some("x".into()), op: Op::Recall(None) })
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! The stream tail of one gateway process: applies every event to the registry and presence,
+//! closes sessions whose token was rotated or whose agent was removed anywhere, and hands every
+//! `signal.sent` to the push path and the MCP announcement, so a signal sent through any process
+//! reaches a session held by this one.
+//!
+//! Deliberately never appends: what it reads is already decided. It resumes after a tail
+//! error from the last applied sequence, so it never skips an event — except one that cannot
+//! be decoded, which is logged and passed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus::event::{EventBody, SignalSent};
+use bus::log::{SharedLog, Stored};
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::delivery::confirm::Confirmations;
+use crate::delivery::Deliverer;
+use crate::sessions::hub::{CloseReason, Hub};
+use crate::sessions::presence::Presence;
+use crate::sessions::registry::Registry;
+
+/// The stream position this process has applied to registry and presence, as the follower
+/// reports it: what a drain waits for so it sees what presence sees.
+#[derive(Debug, Clone)]
+pub struct Applied(watch::Receiver<u64>);
+
+impl Applied {
+    pub fn channel() -> (watch::Sender<u64>, Applied) {
+        let (tx, rx) = watch::channel(0u64);
+        (tx, Applied(rx))
+    }
+
+    pub fn get(&self) -> u64 {
+        *self.0.borrow()
+    }
+
+    /// Waits until the stream is applied up to `seq`; false when `timeout` passed first.
+    pub async fn wait(&self, seq: u64, timeout: Duration) -> bool {
+        let mut rx = self.0.clone();
+        let reached = tokio::time::timeout(timeout, rx.wait_for(|s| *s >= seq)).await;
+        matches!(reached, Ok(Ok(_)))
+    }
+}
+
+/// Tells another surface (MCP) that a signal was sent: `(tenant, signal.sent)`.
+pub type Announce = Box<dyn Fn(&str, &SignalSent) + Send + Sync>;
+
+/// What the tail writes to: the tables it keeps current, and where a `signal.sent` goes.
+pub struct Follower {
+    pub log: SharedLog,
+    pub registry: Arc<Registry>,
+    pub presence: Arc<Presence>,
+    pub hub: Arc<Hub>,
+    pub deliverer: Arc<Deliverer>,
+    pub confirmations: Arc<Confirmations>,
+    pub announce: Announce,
+    pub shutdown: CancellationToken,
+}
+
+/// Starts the tail on `tasks`; it reports each applied sequence through `applied`.
+pub fn spawn(f: Follower, applied: watch::Sender<u64>, tasks: &TaskTracker) {
+    tasks.spawn(async move {
+        let stop = f.shutdown.clone();
+        let mut next = 1u64;
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let tail = tokio::select! {
+                _ = stop.cancelled() => return,
+                t = f.log.tail(next) => t,
+            };
+            match tail {
+                Ok(mut stream) => loop {
+                    let item = tokio::select! {
+                        _ = stop.cancelled() => return,
+                        item = stream.next() => item,
+                    };
+                    match item {
+                        Some(Ok(stored)) => {
+                            // Sequences are gapless from `next`; anything lower was already applied.
+                            if stored.seq < next {
+                                continue;
+                            }
+                            f.apply(&stored);
+                            next = stored.seq + 1;
+                            applied.send_replace(stored.seq);
+                            backoff = Duration::from_millis(100);
+                        }
+                        // Nothing can be derived from it (the projector dead-letters it), and
+                        // the tail has moved past it: resuming there would only meet it again
+                        // and stop pushes and presence for everyone.
+                        Some(Err(bus::Error::Undecodable { seq, subject, reason })) => {
+                            tracing::error!(seq, subject, reason, "undecodable event on the stream; skipped");
+                            if seq >= next {
+                                next = seq + 1;
+                                applied.send_replace(seq);
+                            }
+                        }
+                        Some(Err(e)) => {
+                            tracing::warn!(error = %e, next, "stream tail failed; resuming");
+                            break;
+                        }
+                        None => {
+                            tracing::warn!(next, "stream tail ended; resuming");
+                            break;
+                        }
+                    }
+                },
+                Err(e) => tracing::warn!(error = %e, next, "could not open the stream tail; retrying"),
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+    });
+}
+
+impl Follower {
+    fn apply(&self, stored: &Stored) {
+        let event = &stored.event;
+        self.registry.apply(stored.seq, event);
+        self.presence.apply(event);
+        match &event.body {
+            EventBody::TokenRotated(r) => self.hub.close_stale_tokens(&event.tenant, &r.identity, &r.token_hash),
+            EventBody::AgentRemoved(r) => {
+                self.hub.close_identity(&event.tenant, &r.identity, CloseReason::AgentRemoved);
+            }
+            EventBody::SignalSent(sent) => {
+                self.deliverer.on_sent(&event.tenant, sent, stored.seq);
+                (self.announce)(&event.tenant, sent);
+            }
+            EventBody::SignalDelivered(d) => self.confirmations.delivered(d.signal_id),
+            _ => {}
+        }
+    }
+}

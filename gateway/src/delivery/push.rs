@@ -1,0 +1,95 @@
+//! The live push: every `signal.sent` the stream tail reads goes to a session of its recipient
+//! this process holds, through the per-signal compare-and-set, with its frame queued only once
+//! the delivery is recorded. Also the one-signal delivery the startup drain uses.
+//!
+//! Deliberately never waits on a socket: a full queue closes the session as a slow consumer.
+
+use std::sync::Arc;
+
+use bus::event::{DeliveredVia, SignalSent};
+use chrono::Utc;
+use uuid::Uuid;
+
+use crate::delivery::{Deliverer, Fresh, Recipient};
+use crate::sessions::hub::{CloseReason, DeliveredAt, SessionHandle};
+use crate::wire;
+
+impl Deliverer {
+    /// Delivers one signal to `session`. Returns whether a frame was queued.
+    ///
+    /// `allow_redeliver` lets a signal delivered to a session that has since closed, and never
+    /// acked, go out again (`redelivered: true`).
+    pub async fn deliver_to(
+        &self,
+        session: &Arc<SessionHandle>,
+        signal_id: Uuid,
+        fresh: Option<Fresh<'_>>,
+        via: DeliveredVia,
+        allow_redeliver: bool,
+    ) -> Result<bool, bus::Error> {
+        if session.is_closing() {
+            return Ok(false);
+        }
+        // Reserve the queue slot first: a delivery is only recorded if its frame has room.
+        let permit = match session.out.try_reserve() {
+            Ok(p) => p,
+            Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                session.close(CloseReason::SlowConsumer);
+                return Ok(false);
+            }
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return Ok(false),
+        };
+        let Some(d) = self.record(Recipient::session(session), signal_id, fresh, via, allow_redeliver).await? else {
+            return Ok(false);
+        };
+        let at = DeliveredAt { seq: d.seq, correlation_id: d.sent.correlation_id.clone() };
+        session.remember_delivery(signal_id, at);
+        permit.send(wire::signal_frame(&d.sent, d.redelivered));
+        Ok(true)
+    }
+
+    /// Called by the stream tail for every `signal.sent`: if this process holds a live session of
+    /// the recipient, push to it. The node holding the preferred (freshest) session pushes at
+    /// once; any other node holding a session waits `push_grace` first, then tries too, so a
+    /// lagging presence view can delay a push but never lose it. The compare-and-set picks one
+    /// winner.
+    pub fn on_sent(self: &Arc<Self>, tenant: &str, sent: &SignalSent, seq: u64) {
+        if Utc::now() >= sent.expires_at {
+            return;
+        }
+        let Some(freshest_local) = self.hub.of_identity(tenant, &sent.to).into_iter().next() else { return };
+        let config = &self.config;
+        let preferred = self.presence.resolve(tenant, &sent.to, Utc::now(), config.stale_after).resolved;
+        let (session, delay) = match preferred {
+            Some((id, node)) if node == config.node => {
+                (self.hub.get(id).filter(|s| !s.is_closing()).unwrap_or(freshest_local), None)
+            }
+            Some(_) => (freshest_local, Some(config.push_grace)),
+            None => (freshest_local, None),
+        };
+        let this = self.clone();
+        let sent = sent.clone();
+        self.tasks.spawn(async move {
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            // What the session's startup drain covers goes out through the drain, in drain order.
+            let mut target = session.drain_target.subscribe();
+            let wait = this.config.drain_wait;
+            let known = tokio::select! {
+                r = tokio::time::timeout(wait, target.wait_for(Option::is_some)) => match r {
+                    Ok(Ok(t)) => *t,
+                    _ => None,
+                },
+                _ = session.closing().cancelled() => return,
+            };
+            if known.is_some_and(|t| seq <= t) {
+                return;
+            }
+            let fresh = Fresh { sent: &sent, seq };
+            if let Err(e) = this.deliver_to(&session, sent.signal_id, Some(fresh), DeliveredVia::WsPush, false).await {
+                tracing::warn!(error = %e, signal_id = %sent.signal_id, "push failed; the signal stays pending");
+            }
+        });
+    }
+}

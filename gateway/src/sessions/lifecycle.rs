@@ -1,0 +1,156 @@
+//! A session's life on the stream: the one place that builds `session.opened`,
+//! `session.heartbeat` and `session.closed`, for WebSocket and piggyback sessions alike, and
+//! keeps this node's presence and heartbeat throttle in step with what it records.
+//!
+//! Deliberately holds no session: the WebSocket loop (`api/ws/session.rs`) owns its socket and
+//! its hub entry, and decides when to open, beat and close; this only records.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bus::event::{Entity, Event, EventBody, SessionClosed, SessionHeartbeat, SessionKind, SessionOpened, Surface};
+use bus::log::Expect;
+use bus::store::SignalStore;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::auth::Agent;
+use crate::metrics;
+use crate::sessions::heartbeats::Heartbeats;
+use crate::sessions::hub::CloseReason;
+use crate::sessions::presence::{Entry, Presence};
+
+/// What recording a session's life needs: the store, this node's presence and heartbeat
+/// throttle, and the node's name.
+#[derive(Debug, Clone)]
+pub struct Lifecycle {
+    pub store: SignalStore,
+    pub presence: Arc<Presence>,
+    pub heartbeats: Arc<Heartbeats>,
+    pub node: String,
+    pub heartbeat_interval: Duration,
+}
+
+impl Lifecycle {
+    /// Records `session.opened` for a session of `agent` on this node.
+    pub async fn record_opened(
+        &self,
+        id: Uuid,
+        agent: &Agent,
+        kind: SessionKind,
+        surface: Surface,
+        at: DateTime<Utc>,
+    ) -> Result<(), bus::Error> {
+        let body = EventBody::SessionOpened(SessionOpened {
+            session_id: id,
+            identity: agent.identity.clone(),
+            kind,
+            surface,
+            node: self.node.clone(),
+        });
+        self.store.record(&Event::new(&agent.tenant, Some(agent.identity.clone()), at, body)).await?;
+        Ok(())
+    }
+
+    /// The presence entry of a session of `agent` that opens on this node at `at`.
+    pub fn entry(&self, agent: &Agent, kind: SessionKind, surface: Surface, at: DateTime<Utc>) -> Entry {
+        Entry {
+            tenant: agent.tenant.clone(),
+            identity: agent.identity.clone(),
+            kind,
+            surface,
+            node: self.node.clone(),
+            last_heartbeat: at,
+        }
+    }
+
+    /// Opens a piggyback session for `agent`: `session.opened` with surface `piggyback`.
+    pub async fn open_piggyback(&self, agent: &Agent, kind: SessionKind) -> Result<Uuid, bus::Error> {
+        let id = Uuid::new_v4();
+        let now = Utc::now();
+        self.record_opened(id, agent, kind, Surface::Piggyback, now).await?;
+        self.presence.open(id, self.entry(agent, kind, Surface::Piggyback, now));
+        self.heartbeats.call(id, agent, now, self.heartbeat_interval);
+        metrics::session_opened(kind, Surface::Piggyback);
+        tracing::info!(session_id = %id, tenant = %agent.tenant, identity = %agent.identity, kind = kind.as_str(), "piggyback session opened");
+        Ok(id)
+    }
+
+    /// Records a heartbeat event for a session (failures are logged: a missed heartbeat only
+    /// makes the session look older to other nodes).
+    pub async fn record_heartbeat(&self, id: Uuid, tenant: &str, identity: &str, at: DateTime<Utc>) {
+        let body = EventBody::SessionHeartbeat(SessionHeartbeat { session_id: id, identity: identity.to_string() });
+        if let Err(e) = self.store.record(&Event::new(tenant, Some(identity.to_string()), at, body)).await {
+            tracing::warn!(error = %e, session_id = %id, "heartbeat could not be recorded");
+        }
+    }
+
+    /// A call of `agent` on its piggyback session `id`: presence sees it at once, and the
+    /// throttled `session.heartbeat` is recorded now or owed to the reaper's next tick.
+    pub async fn piggyback_called(&self, id: Uuid, agent: &Agent) {
+        let now = Utc::now();
+        self.presence.touch(id, now);
+        if self.heartbeats.call(id, agent, now, self.heartbeat_interval) {
+            self.record_heartbeat(id, &agent.tenant, &agent.identity, now).await;
+        }
+    }
+
+    /// Records `session.closed` for a session this node holds and is closing itself.
+    pub async fn record_closed(
+        &self,
+        id: Uuid,
+        tenant: &str,
+        identity: &str,
+        reason: CloseReason,
+    ) -> Result<(), bus::Error> {
+        let event = Event::new(tenant, Some(identity.to_string()), Utc::now(), closed(id, identity, reason));
+        self.store.record(&event).await?;
+        Ok(())
+    }
+
+    /// Records `session.closed` for `id` unless it is already closed or, with `silent_before`,
+    /// unless its newest event is newer than that: a compare-and-set on the session's subject,
+    /// so of all the nodes that try, exactly one records it. Returns whether this call did.
+    pub async fn close(
+        &self,
+        tenant: &str,
+        identity: &str,
+        id: Uuid,
+        reason: CloseReason,
+        silent_before: Option<DateTime<Utc>>,
+    ) -> Result<bool, bus::Error> {
+        let log = self.store.log();
+        let subject = log.subjects().of(tenant, Entity::Session(id));
+        let Some(last) = log.last_on_subject(&subject).await? else {
+            self.presence.close(id);
+            return Ok(false);
+        };
+        if matches!(last.event.body, EventBody::SessionClosed(_)) {
+            self.presence.close(id);
+            self.heartbeats.forget(id);
+            return Ok(false);
+        }
+        if silent_before.is_some_and(|b| last.event.occurred_at > b) {
+            return Ok(false);
+        }
+        let event = Event::new(tenant, Some(identity.to_string()), Utc::now(), closed(id, identity, reason));
+        match self.store.append(&event, Expect::LastSubjectSeq(last.seq)).await {
+            Ok(_) => {
+                self.presence.close(id);
+                self.heartbeats.forget(id);
+                Ok(true)
+            }
+            // A heartbeat or another node's close got there first; the tail tells us which.
+            Err(bus::Error::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn closed(id: Uuid, identity: &str, reason: CloseReason) -> EventBody {
+    EventBody::SessionClosed(SessionClosed {
+        session_id: id,
+        identity: identity.to_string(),
+        reason: reason.label().to_string(),
+    })
+}

@@ -1,0 +1,313 @@
+//! JSON shapes on the wire, in and out: the requests (`requests.rs`: the one parser of a send
+//! and of a list of ack ids, shared by HTTP, WebSocket and MCP), the send response (CONTRACT §4), the
+//! push frame (CONTRACT §5), a signal's row (CONTRACT §10) and timestamps.
+//!
+//! Deliberately does no I/O and decides nothing: it only converts between JSON and the domain
+//! types, with specific messages for every malformed field.
+
+mod requests;
+
+pub use requests::{check_depth, parse_ack_ids, parse_send, MAX_ACK_IDS, MAX_JSON_DEPTH};
+
+use std::borrow::Cow;
+
+use bus::event::{RecipientState, SignalSent};
+use chrono::{DateTime, SecondsFormat, Utc};
+use projector::queries::SignalRow;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+/// RFC 3339, UTC, microseconds: the precision the read models keep.
+pub fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// The accepted-send response (CONTRACT §4), plus `redacted` when something was redacted.
+#[derive(Debug)]
+pub struct SendResponse<'a> {
+    pub sent: &'a SignalSent,
+    pub delivered: bool,
+    pub queued: bool,
+    pub resolved_to_session: Option<Uuid>,
+}
+
+impl SendResponse<'_> {
+    pub fn to_json(&self) -> Value {
+        let s = self.sent;
+        let mut v = json!({
+            "signal_id": s.signal_id,
+            "delivered": self.delivered,
+            "queued": self.queued,
+            "recipient_state": s.recipient_state.as_str(),
+            "delivery_class": s.delivery_class.as_str(),
+            "created_at": ts(s.created_at),
+            "expires_at": ts(s.expires_at),
+            "resolved_to_session": self.resolved_to_session,
+            "publish_path": s.publish_path.as_str(),
+        });
+        if !s.redacted.is_empty() {
+            v["redacted"] = json!(s.redacted);
+        }
+        v
+    }
+}
+
+/// The answer to a recorded plugin fact: `{"seq"}`, plus `redacted` when the guard replaced
+/// something in its state (as a send's answer does).
+pub fn fact_recorded(f: &crate::commands::FactRecorded) -> Value {
+    let mut v = json!({ "seq": f.seq });
+    if !f.redacted.is_empty() {
+        v["redacted"] = json!(f.redacted);
+    }
+    v
+}
+
+/// The bounce error of a sync send to an unavailable recipient.
+pub fn bounce(signal_id: Uuid, recipient_state: RecipientState) -> ApiError {
+    ApiError::RecipientUnavailable { recipient_state, signal_id }
+}
+
+/// The push frame (CONTRACT §5). Written by hand rather than through a `Value`: the payload is
+/// stored as JSON text already, and parsing it only to print it again was a per-delivery cost.
+/// Keys come out in the order a `Value` prints them (sorted), so the frame is byte-for-byte what
+/// it was; a stored payload that is not valid JSON still goes out as `null`.
+pub fn signal_frame(s: &SignalSent, redelivered: bool) -> String {
+    use std::fmt::Write;
+    let str_json = |v: &str| Value::from(v).to_string();
+    let payload =
+        if serde_json::from_str::<serde::de::IgnoredAny>(&s.payload).is_ok() { s.payload.as_str() } else { "null" };
+    let correlation = s.correlation_id.as_deref().map_or_else(|| "null".to_string(), str_json);
+    let mut out = String::with_capacity(300 + s.payload.len());
+    let _ = write!(
+        out,
+        r#"{{"op":"signal","signal":{{"category":{},"correlation_id":{},"created_at":"{}","delivery_class":{},"expires_at":"{}","from":{},"id":"{}","payload":{},"priority":{},"redelivered":{},"to":{},"type":{}}}}}"#,
+        str_json(s.category.as_str()),
+        correlation,
+        ts(s.created_at),
+        str_json(s.delivery_class.as_str()),
+        ts(s.expires_at),
+        str_json(&s.from),
+        s.signal_id,
+        payload,
+        s.priority,
+        redelivered,
+        str_json(&s.to),
+        str_json(&s.signal_type),
+    );
+    out
+}
+
+/// A signal as an HTTP answer hands it out: the push frame's `signal` object (CONTRACT §5),
+/// typed, so a drain serializes what it recorded exactly once and never reads it back. Fields
+/// are declared in the order the push frame prints them.
+#[derive(Debug, Serialize)]
+pub struct PushSignal {
+    pub category: String,
+    pub correlation_id: Option<String>,
+    pub created_at: String,
+    pub delivery_class: String,
+    pub expires_at: Option<String>,
+    pub from: String,
+    pub id: Uuid,
+    pub payload: Payload,
+    pub priority: i16,
+    pub redelivered: bool,
+    pub to: String,
+    #[serde(rename = "type")]
+    pub signal_type: String,
+}
+
+/// A signal's payload: the stored JSON text as it is (drains), or a value a read model parsed.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Payload {
+    Raw(Box<RawValue>),
+    Value(Value),
+}
+
+impl PushSignal {
+    /// The signal a delivery recorded. The payload text goes out verbatim: a `RawValue` only
+    /// checks that it is JSON (without building it, so nesting depth is no limit); stored text
+    /// that is not JSON goes out as `null`, as in a push frame.
+    pub fn delivered(sent: Cow<'_, SignalSent>, redelivered: bool) -> Self {
+        let s = sent.into_owned();
+        let payload = RawValue::from_string(s.payload).map_or(Payload::Value(Value::Null), Payload::Raw);
+        PushSignal {
+            category: s.category.as_str().to_string(),
+            correlation_id: s.correlation_id,
+            created_at: ts(s.created_at),
+            delivery_class: s.delivery_class.as_str().to_string(),
+            expires_at: Some(ts(s.expires_at)),
+            from: s.from,
+            id: s.signal_id,
+            payload,
+            priority: s.priority,
+            redelivered,
+            to: s.to,
+            signal_type: s.signal_type,
+        }
+    }
+
+    /// A pending signal as the inbox lists it, from its row; `redelivered` when it was handed
+    /// out before and never acked.
+    pub fn pending(r: SignalRow) -> Self {
+        PushSignal {
+            category: r.category,
+            correlation_id: r.correlation_id,
+            created_at: ts(r.created_at),
+            delivery_class: r.delivery_class,
+            expires_at: r.expires_at.map(ts),
+            from: r.from_identity,
+            id: r.id,
+            payload: Payload::Value(r.payload),
+            priority: r.priority,
+            redelivered: r.delivered_at.is_some(),
+            to: r.to_identity,
+            signal_type: r.signal_type,
+        }
+    }
+}
+
+/// A signal's row with the CONTRACT §10 columns.
+pub fn row_json(r: &SignalRow) -> Value {
+    let t = |v: Option<DateTime<Utc>>| v.map(ts);
+    json!({
+        "id": r.id,
+        "tenant": r.tenant,
+        "from_identity": r.from_identity,
+        "to_identity": r.to_identity,
+        "signal_type": r.signal_type,
+        "category": r.category,
+        "priority": r.priority,
+        "payload": r.payload,
+        "delivery_class": r.delivery_class,
+        "recipient_state": r.recipient_state,
+        "publish_path": r.publish_path,
+        "correlation_id": r.correlation_id,
+        "created_at": ts(r.created_at),
+        "expires_at": t(r.expires_at),
+        "delivered_at": t(r.delivered_at),
+        "expired_at": t(r.expired_at),
+        "recalled_at": t(r.recalled_at),
+        "delivered_via": r.delivered_via,
+        "resolved_to_session": r.resolved_to_session,
+        "acked_at": t(r.acked_at),
+        "last_event_seq": r.last_event_seq,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use bus::catalog::DeliveryClass;
+    use serde_json::Map;
+
+    use super::*;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn push_frames_match_the_value_encoding() {
+        let now = Utc::now();
+        let mut sent = SignalSent {
+            signal_id: Uuid::new_v4(),
+            from: "al\"ice".into(),
+            to: "bob".into(),
+            signal_type: "StatusUpdate".into(),
+            category: bus::catalog::Category::Blocker,
+            priority: 3,
+            payload: json!({"z": 1, "a": ["x\n", {"k": null}]}).to_string(),
+            delivery_class: DeliveryClass::Async,
+            created_at: now,
+            expires_at: now,
+            recipient_state: RecipientState::Available,
+            publish_path: bus::event::PublishPath::PushedToWs,
+            correlation_id: Some("c-1".into()),
+            dedupe_key: None,
+            redacted: vec![],
+            resolved_to_session: None,
+        };
+        let expected = |s: &SignalSent, p: Value, r: bool| {
+            json!({"op": "signal", "signal": {
+                "id": s.signal_id, "from": s.from, "to": s.to, "type": s.signal_type,
+                "category": s.category.as_str(), "priority": s.priority, "payload": p,
+                "delivery_class": s.delivery_class.as_str(), "created_at": ts(s.created_at),
+                "expires_at": ts(s.expires_at), "correlation_id": s.correlation_id, "redelivered": r,
+            }})
+            .to_string()
+        };
+        let p: Value = serde_json::from_str(&sent.payload).unwrap();
+        assert_eq!(signal_frame(&sent, true), expected(&sent, p, true));
+        // What an HTTP drain hands out is the push frame's `signal`, byte for byte.
+        let drained = serde_json::to_string(&PushSignal::delivered(Cow::Borrowed(&sent), true)).unwrap();
+        let frame = signal_frame(&sent, true);
+        assert_eq!(format!(r#"{{"op":"signal","signal":{drained}}}"#), frame);
+        sent.correlation_id = None;
+        sent.payload = "{not json".into();
+        assert_eq!(signal_frame(&sent, false), expected(&sent, Value::Null, false));
+        let drained = serde_json::to_string(&PushSignal::delivered(Cow::Borrowed(&sent), false)).unwrap();
+        assert_eq!(format!(r#"{{"op":"signal","signal":{drained}}}"#), signal_frame(&sent, false));
+    }
+
+    #[test]
+    fn drained_payloads_go_out_verbatim_at_any_depth() {
+        let now = Utc::now();
+        let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
+        let sent = SignalSent {
+            signal_id: Uuid::new_v4(),
+            from: "a".into(),
+            to: "b".into(),
+            signal_type: "X".into(),
+            category: bus::catalog::Category::Info,
+            priority: 0,
+            payload: deep.clone(),
+            delivery_class: DeliveryClass::Async,
+            created_at: now,
+            expires_at: now,
+            recipient_state: RecipientState::Available,
+            publish_path: bus::event::PublishPath::QueuedOffline,
+            correlation_id: None,
+            dedupe_key: None,
+            redacted: vec![],
+            resolved_to_session: None,
+        };
+        let out = serde_json::to_string(&PushSignal::delivered(Cow::Owned(sent), false)).unwrap();
+        assert!(out.contains(&format!(r#""payload":{deep},"#)), "{out}");
+    }
+
+    fn nested(levels: usize) -> Value {
+        (1..levels).fold(json!({}), |inner, i| if i % 2 == 0 { json!({ "k": inner }) } else { json!([inner]) })
+    }
+
+    #[test]
+    fn payloads_nest_up_to_the_limit_and_no_deeper() {
+        assert!(check_depth("payload", &json!("scalar")).is_ok());
+        assert!(check_depth("payload", &nested(MAX_JSON_DEPTH)).is_ok());
+        let deep = json!({"to": "b", "type": "X", "payload": nested(MAX_JSON_DEPTH + 1)});
+        let e = parse_send(&obj(deep)).unwrap_err().to_string();
+        assert_eq!(e, "payload is nested more than 64 levels deep (arrays and objects); the limit is 64");
+        assert!(parse_send(&obj(json!({"to": "b", "type": "X", "payload": nested(64)}))).is_ok());
+    }
+
+    #[test]
+    fn send_requests_parse_with_specific_errors() {
+        let ok = parse_send(&obj(json!({"to": "bob", "type": "Blocker", "ttl_seconds": 5}))).unwrap();
+        assert_eq!(ok.payload, json!({}));
+        assert_eq!(ok.ttl_seconds, Some(5));
+        let msg = |v| parse_send(&obj(v)).unwrap_err().to_string();
+        assert!(msg(json!({"to": "bob", "type": "X", "from": "eve"})).starts_with("from is not allowed"));
+        assert_eq!(msg(json!({"type": "X"})), "to is required");
+        assert_eq!(msg(json!({"to": 1, "type": "X"})), "to must be a string");
+        assert!(msg(json!({"to": "b", "type": "X", "ttl_seconds": -1})).starts_with("ttl_seconds must be"));
+        assert!(msg(json!({"to": "b", "type": "X", "ttl_seconds": 1.5})).starts_with("ttl_seconds must be"));
+        let whole = parse_send(&obj(json!({"to": "b", "type": "X", "ttl_seconds": 2801.0}))).unwrap();
+        assert_eq!(whole.ttl_seconds, Some(2801), "a whole number written with a fraction");
+        assert!(msg(json!({"to": "b", "type": "X", "delivery_class": "soon"})).contains("sync or async"));
+        assert_eq!(msg(json!({"to": "b", "type": "X", "tto": 1})), "unknown field \"tto\"");
+    }
+}

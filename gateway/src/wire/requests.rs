@@ -1,0 +1,126 @@
+//! Reading requests: a send's fields and an ack's ids, from the JSON object of an HTTP body, a
+//! WebSocket frame or an MCP call's arguments, with a specific message for every malformed field.
+//!
+//! Deliberately decides nothing: what a well-formed send means is `bus::send`'s call.
+
+use bus::catalog::DeliveryClass;
+use bus::send::SendRequest;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+/// Deepest nesting of arrays and objects accepted in a signal payload or a plugin fact state
+/// (`{}` is one level). Far beyond any real message, and far inside serde_json's recursion
+/// limit (128) once a payload sits inside a push frame or an answer — so every client that
+/// parses with default settings can read every signal the bus accepts.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// Refuses a value nested deeper than `MAX_JSON_DEPTH`, naming `field`.
+pub fn check_depth(field: &str, v: &Value) -> Result<(), ApiError> {
+    // Iterative: the check must not itself be a recursion an input can deepen.
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, level)) = stack.pop() {
+        if !(v.is_array() || v.is_object()) {
+            continue;
+        }
+        if level > MAX_JSON_DEPTH {
+            return Err(ApiError::invalid(format!(
+                "{field} is nested more than {MAX_JSON_DEPTH} levels deep (arrays and objects); the limit is {MAX_JSON_DEPTH}"
+            )));
+        }
+        match v {
+            Value::Array(a) => stack.extend(a.iter().map(|c| (c, level + 1))),
+            Value::Object(m) => stack.extend(m.values().map(|c| (c, level + 1))),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The fields a send may carry (besides `op` and `ref` on the WebSocket).
+const SEND_FIELDS: &[&str] =
+    &["to", "type", "payload", "delivery_class", "ttl_seconds", "correlation_id", "dedupe_key"];
+
+fn opt_string(map: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ApiError::invalid(format!("{key} must be a string"))),
+    }
+}
+
+fn req_string(map: &Map<String, Value>, key: &str) -> Result<String, ApiError> {
+    opt_string(map, key)?.ok_or_else(|| ApiError::invalid(format!("{key} is required")))
+}
+
+/// Reads a send request from a JSON object. A `from` field is refused: the sender is always
+/// the authenticated caller. Unknown fields are refused too, so a typo never goes unnoticed.
+pub fn parse_send(map: &Map<String, Value>) -> Result<SendRequest, ApiError> {
+    if map.contains_key("from") {
+        return Err(ApiError::invalid("from is not allowed: the sender is always the authenticated identity"));
+    }
+    if let Some(k) = map.keys().find(|k| !SEND_FIELDS.contains(&k.as_str())) {
+        return Err(ApiError::invalid(format!("unknown field {k:?}")));
+    }
+    let delivery_class = match opt_string(map, "delivery_class")? {
+        Some(s) => Some(DeliveryClass::parse(&s)?),
+        None => None,
+    };
+    let ttl_seconds = match map.get("ttl_seconds") {
+        None | Some(Value::Null) => None,
+        // `60.0` is a whole number too (JSON Schema counts it as an integer, and so do clients).
+        Some(v) => Some(
+            v.as_u64()
+                .or_else(|| {
+                    v.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(f)).map(|f| f as u64)
+                })
+                .ok_or_else(|| ApiError::invalid("ttl_seconds must be a whole number between 1 and 2592000"))?,
+        ),
+    };
+    if let Some(payload) = map.get("payload") {
+        check_depth("payload", payload)?;
+    }
+    Ok(SendRequest {
+        to: req_string(map, "to")?,
+        signal_type: req_string(map, "type")?,
+        payload: match map.get("payload") {
+            None | Some(Value::Null) => json!({}),
+            Some(v) => v.clone(),
+        },
+        delivery_class,
+        ttl_seconds,
+        correlation_id: opt_string(map, "correlation_id")?,
+        dedupe_key: opt_string(map, "dedupe_key")?,
+    })
+}
+
+/// Most signal ids one ack (frame, HTTP body or MCP call) may carry.
+pub const MAX_ACK_IDS: usize = 1000;
+
+/// Reads an ack's arguments — `{"signal_ids": [...]}`, 1 to `MAX_ACK_IDS` uuids, nothing else —
+/// naming the first id that is not one. The one ack parser: HTTP, WebSocket and MCP share it.
+pub fn parse_ack_ids(map: &Map<String, Value>) -> Result<Vec<Uuid>, ApiError> {
+    if let Some(k) = map.keys().find(|k| k.as_str() != "signal_ids") {
+        return Err(ApiError::invalid(format!("unknown field {:?}", truncate(k, 64))));
+    }
+    let Some(ids) = map.get("signal_ids") else {
+        return Err(ApiError::invalid("signal_ids is required"));
+    };
+    let Value::Array(ids) = ids else { return Err(ApiError::invalid("signal_ids must be an array")) };
+    if ids.is_empty() || ids.len() > MAX_ACK_IDS {
+        return Err(ApiError::invalid(format!("signal_ids must hold 1 to {MAX_ACK_IDS} ids")));
+    }
+    ids.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.as_str()
+                .and_then(|s| Uuid::parse_str(s).ok())
+                .ok_or_else(|| ApiError::invalid(format!("signal_ids[{i}] is not a uuid")))
+        })
+        .collect()
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}

@@ -1,0 +1,342 @@
+//! One batch into the read models, in either dialect: the checkpoint compare-and-set, then one
+//! multi-row statement per row set (its rows read from a `RowSet`: PostgreSQL `UNNEST`, SQLite
+//! `json_each`), then the recipient state of the identities the batch touched.
+//!
+//! Deliberately never one statement per event, and never opens or commits the transaction: the
+//! caller owns it and the writer lock it holds (`Backend::apply` for the live projector, a
+//! rebuild for its scratch tables).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::batch::{Batch, FactRow, SentRow, SignalPatch, PROJECTION};
+use crate::error::Result;
+use crate::sql::{Conn, RowSet};
+
+/// Writes `batch` if the checkpoint is `expected`; `Ok(false)` (nothing written) otherwise.
+pub(crate) async fn apply_in(
+    conn: &mut Conn<'_>,
+    b: &Batch,
+    expected: u64,
+    now: DateTime<Utc>,
+    stale_after: Duration,
+) -> Result<bool> {
+    // The compare-and-set goes first: a batch that was already applied stops here, before any
+    // row is touched, which is what makes a redelivered batch change nothing.
+    let mut args = conn.args().bind(b.to_seq as i64).bind(PROJECTION).bind(expected as i64);
+    let now_sql = conn.dialect().now(&mut args, now);
+    let sql = format!(
+        "UPDATE projection_checkpoints SET last_seq = $1, updated_at = {now_sql} \
+         WHERE projection = $2 AND last_seq = $3"
+    );
+    if conn.execute(&sql, args).await? != 1 {
+        return Ok(false);
+    }
+    let merged = insert_sent(conn, b).await?;
+    patch_signals(conn, b, &merged).await?;
+    remove_agents(conn, b).await?;
+    insert_agents(conn, b).await?;
+    sessions(conn, b).await?;
+    facts(conn, b).await?;
+    dead_letters(conn, b, now).await?;
+    if !b.touched.is_empty() {
+        let mut args = conn.args();
+        let threshold = args.arg(threshold(now, stale_after));
+        let rows = RowSet::new()
+            .col("tenant", b.touched.iter().map(|t| t.0.as_str()))
+            .col("identity", b.touched.iter().map(|t| t.1.as_str()));
+        let ids = format!("SELECT DISTINCT tenant, identity FROM {}", args.rows(rows));
+        conn.execute(&refresh_sql(&ids, &threshold), args).await?;
+    }
+    Ok(true)
+}
+
+fn threshold(now: DateTime<Utc>, stale_after: Duration) -> DateTime<Utc> {
+    now - chrono::Duration::from_std(stale_after).unwrap_or(chrono::Duration::seconds(60))
+}
+
+/// Recomputes `recipient_state` for the identities `ids` selects; `threshold` is the stale
+/// threshold's placeholder (a heartbeat newer than it counts as live). Only registered
+/// identities get a row: the sessions of a removed agent close after its removal, and must not
+/// bring its row back. Rows are only written when they change, so the once-a-second refresh
+/// costs no writes in steady state.
+fn refresh_sql(ids: &str, threshold: &str) -> String {
+    format!(
+        "WITH ids AS ({ids}), computed AS ( \
+           SELECT i.tenant AS tenant, i.identity AS identity, \
+             CAST(count(s.session_id) FILTER (WHERE s.released_at IS NULL) AS INTEGER) AS live, \
+             max(s.last_heartbeat) FILTER (WHERE s.released_at IS NULL) AS live_hb, \
+             max(s.last_heartbeat) AS last_hb \
+           FROM ids i JOIN agents a ON a.tenant = i.tenant AND a.identity = i.identity \
+           LEFT JOIN agent_sessions s ON s.tenant = i.tenant AND s.identity = i.identity \
+           GROUP BY i.tenant, i.identity) \
+         INSERT INTO recipient_state (tenant, identity, state, live_sessions, last_heartbeat) \
+         SELECT tenant, identity, \
+           CASE WHEN live = 0 THEN 'not_available_offline' \
+                WHEN live_hb > {threshold} THEN 'available' ELSE 'not_available_stale' END, \
+           live, last_hb FROM computed WHERE true \
+         ON CONFLICT (tenant, identity) DO UPDATE SET state = EXCLUDED.state, \
+           live_sessions = EXCLUDED.live_sessions, last_heartbeat = EXCLUDED.last_heartbeat \
+         WHERE recipient_state.state IS DISTINCT FROM EXCLUDED.state \
+            OR recipient_state.live_sessions IS DISTINCT FROM EXCLUDED.live_sessions \
+            OR recipient_state.last_heartbeat IS DISTINCT FROM EXCLUDED.last_heartbeat"
+    )
+}
+
+/// The clock-driven refresh: every identity with an open session (only those can cross the
+/// stale threshold by the clock alone), and every one still counted live.
+pub(crate) async fn refresh_open(conn: &mut Conn<'_>, now: DateTime<Utc>, stale_after: Duration) -> Result<u64> {
+    let ids = "SELECT DISTINCT tenant, identity FROM agent_sessions WHERE released_at IS NULL \
+               UNION SELECT tenant, identity FROM recipient_state WHERE live_sessions > 0";
+    let args = conn.args().bind(threshold(now, stale_after));
+    conn.execute(&refresh_sql(ids, "$1"), args).await
+}
+
+/// Inserts the batch's new signal rows with whatever later events of the same batch did to
+/// them already stamped in, so a signal sent, delivered and acked within one batch is written
+/// once (an insert followed by an update writes the row, and every index over it, twice).
+/// Patches of rows sent in earlier batches are left to `patch_signals`.
+async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uuid>> {
+    if b.sent.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let s = &b.sent;
+    let new_ids: HashSet<Uuid> = s.iter().map(|r| r.id).collect();
+    let merged: HashMap<Uuid, &'b SignalPatch> =
+        b.signal_patches.iter().filter(|p| new_ids.contains(&p.id)).map(|p| (p.id, p)).collect();
+    let patch = |r: &SentRow| merged.get(&r.id).copied();
+    let rows = RowSet::new()
+        .col("id", s.iter().map(|r| r.id))
+        .col("tenant", s.iter().map(|r| r.tenant.as_str()))
+        .col("f", s.iter().map(|r| r.from.as_str()))
+        .col("t", s.iter().map(|r| r.to.as_str()))
+        .col("st", s.iter().map(|r| r.signal_type.as_str()))
+        .col("cat", s.iter().map(|r| r.category.as_str()))
+        .col("pri", s.iter().map(|r| r.priority))
+        .col("payload", s.iter().map(|r| r.payload.as_str()))
+        .col("dc", s.iter().map(|r| r.delivery_class.as_str()))
+        .col("rs", s.iter().map(|r| r.recipient_state.as_str()))
+        .col("pp", s.iter().map(|r| r.publish_path.as_str()))
+        .col("corr", s.iter().map(|r| r.correlation_id.as_deref()))
+        .col("ca", s.iter().map(|r| r.created_at))
+        .col("ea", s.iter().map(|r| r.expires_at))
+        .col("seq", s.iter().map(|r| patch(r).map_or(r.seq, |p| p.seq.max(r.seq))))
+        .col("da", s.iter().map(|r| patch(r).and_then(|p| p.delivered_at)))
+        .col("via", s.iter().map(|r| patch(r).and_then(|p| p.via.as_deref())))
+        .col("sess", s.iter().map(|r| patch(r).and_then(|p| p.session)))
+        .col("aa", s.iter().map(|r| patch(r).and_then(|p| p.acked_at)))
+        .col("xa", s.iter().map(|r| patch(r).and_then(|p| p.expired_at)))
+        .col("ra", s.iter().map(|r| patch(r).and_then(|p| p.recalled_at)));
+    let d = conn.dialect();
+    let mut args = conn.args();
+    let src = args.rows(rows);
+    // A fresh row under `patch_signals`' rules: every stamp is the patch's, the session only
+    // with a delivery path, the sequence the newer of the send and the patch.
+    // The conflict arm applies the same rules to an existing row (a send seen twice cannot
+    // happen past the checkpoint compare-and-set; it is there so a patch is never dropped).
+    // It only fires when the batch stamped something, which is exactly when a patch exists.
+    let sql = format!(
+        "INSERT INTO signal_queue AS q (id, tenant, from_identity, to_identity, signal_type, category, priority, \
+           payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, \
+           delivered_at, delivered_via, resolved_to_session, acked_at, expired_at, recalled_at, last_event_seq) \
+         SELECT id, tenant, f, t, st, cat, pri, {payload}, dc, rs, pp, corr, ca, ea, \
+           da, via, CASE WHEN via IS NOT NULL THEN sess END, aa, xa, ra, seq \
+         FROM {src} WHERE true \
+         ON CONFLICT (id) DO UPDATE SET \
+           delivered_at = COALESCE(q.delivered_at, EXCLUDED.delivered_at), \
+           delivered_via = COALESCE(EXCLUDED.delivered_via, q.delivered_via), \
+           resolved_to_session = CASE WHEN EXCLUDED.delivered_via IS NOT NULL THEN EXCLUDED.resolved_to_session \
+             ELSE q.resolved_to_session END, \
+           acked_at = COALESCE(q.acked_at, EXCLUDED.acked_at), \
+           expired_at = COALESCE(q.expired_at, EXCLUDED.expired_at), \
+           recalled_at = COALESCE(q.recalled_at, EXCLUDED.recalled_at), \
+           last_event_seq = {greatest}(q.last_event_seq, EXCLUDED.last_event_seq) \
+         WHERE COALESCE(EXCLUDED.delivered_at, EXCLUDED.acked_at, EXCLUDED.expired_at, EXCLUDED.recalled_at) \
+           IS NOT NULL",
+        payload = d.json("payload"),
+        greatest = d.greatest(),
+    );
+    conn.execute(&sql, args).await?;
+    Ok(new_ids)
+}
+
+/// Stamps deliveries, acks, expiries and recalls on rows of earlier batches (`merged`: the ids
+/// `insert_sent` already wrote with their stamps). Runs against the hot table and the history,
+/// so a late event for an archived row (an ack after archiving) still lands.
+async fn patch_signals(conn: &mut Conn<'_>, b: &Batch, merged: &HashSet<Uuid>) -> Result<()> {
+    let p: Vec<&SignalPatch> = b.signal_patches.iter().filter(|p| !merged.contains(&p.id)).collect();
+    if p.is_empty() {
+        return Ok(());
+    }
+    let greatest = conn.dialect().greatest();
+    for table in ["signal_queue", "signal_history"] {
+        let rows = RowSet::new()
+            .col("id", p.iter().map(|r| r.id))
+            .col("delivered_at", p.iter().map(|r| r.delivered_at))
+            .col("via", p.iter().map(|r| r.via.as_deref()))
+            .col("session", p.iter().map(|r| r.session))
+            .col("acked_at", p.iter().map(|r| r.acked_at))
+            .col("expired_at", p.iter().map(|r| r.expired_at))
+            .col("recalled_at", p.iter().map(|r| r.recalled_at))
+            .col("seq", p.iter().map(|r| r.seq));
+        let mut args = conn.args();
+        let src = args.rows(rows);
+        let sql = format!(
+            "UPDATE {table} AS q SET \
+               delivered_at = COALESCE(q.delivered_at, u.delivered_at), \
+               delivered_via = COALESCE(u.via, q.delivered_via), \
+               resolved_to_session = CASE WHEN u.via IS NOT NULL THEN u.session ELSE q.resolved_to_session END, \
+               acked_at = COALESCE(q.acked_at, u.acked_at), \
+               expired_at = COALESCE(q.expired_at, u.expired_at), \
+               recalled_at = COALESCE(q.recalled_at, u.recalled_at), \
+               last_event_seq = {greatest}(q.last_event_seq, u.seq) \
+             FROM {src} WHERE q.id = u.id"
+        );
+        conn.execute(&sql, args).await?;
+    }
+    Ok(())
+}
+
+/// Deletes the `agents` and `recipient_state` rows of the identities the batch removed; their
+/// sessions and signals stay, as history.
+async fn remove_agents(conn: &mut Conn<'_>, b: &Batch) -> Result<()> {
+    if b.removed_agents.is_empty() {
+        return Ok(());
+    }
+    for table in ["agents", "recipient_state"] {
+        let rows = RowSet::new()
+            .col("tenant", b.removed_agents.iter().map(|k| k.0.as_str()))
+            .col("identity", b.removed_agents.iter().map(|k| k.1.as_str()));
+        let mut args = conn.args();
+        let sql = format!(
+            "DELETE FROM {table} WHERE (tenant, identity) IN (SELECT tenant, identity FROM {})",
+            args.rows(rows)
+        );
+        conn.execute(&sql, args).await?;
+    }
+    Ok(())
+}
+
+async fn insert_agents(conn: &mut Conn<'_>, b: &Batch) -> Result<()> {
+    if b.agents.is_empty() {
+        return Ok(());
+    }
+    let a = &b.agents;
+    let rows = RowSet::new()
+        .col("tenant", a.iter().map(|r| r.tenant.as_str()))
+        .col("identity", a.iter().map(|r| r.identity.as_str()))
+        .col("kind", a.iter().map(|r| r.kind.as_str()))
+        .col("at", a.iter().map(|r| r.registered_at));
+    let mut args = conn.args();
+    let sql = format!(
+        "INSERT INTO agents (tenant, identity, kind, registered_at) \
+         SELECT tenant, identity, kind, at FROM {} WHERE true ON CONFLICT (tenant, identity) DO NOTHING",
+        args.rows(rows)
+    );
+    conn.execute(&sql, args).await?;
+    Ok(())
+}
+
+async fn sessions(conn: &mut Conn<'_>, b: &Batch) -> Result<()> {
+    if !b.sessions.is_empty() {
+        let s = &b.sessions;
+        let rows = RowSet::new()
+            .col("id", s.iter().map(|r| r.session_id))
+            .col("tenant", s.iter().map(|r| r.tenant.as_str()))
+            .col("identity", s.iter().map(|r| r.identity.as_str()))
+            .col("kind", s.iter().map(|r| r.kind.as_str()))
+            .col("surface", s.iter().map(|r| r.surface.as_str()))
+            .col("node", s.iter().map(|r| r.node.as_str()))
+            .col("at", s.iter().map(|r| r.opened_at));
+        let mut args = conn.args();
+        let sql = format!(
+            "INSERT INTO agent_sessions (session_id, tenant, identity, kind, surface, node, opened_at, last_heartbeat) \
+             SELECT id, tenant, identity, kind, surface, node, at, at FROM {} WHERE true \
+             ON CONFLICT (session_id) DO NOTHING",
+            args.rows(rows)
+        );
+        conn.execute(&sql, args).await?;
+    }
+    if !b.session_patches.is_empty() {
+        let p = &b.session_patches;
+        let rows = RowSet::new()
+            .col("id", p.iter().map(|r| r.session_id))
+            .col("hb", p.iter().map(|r| r.heartbeat))
+            .col("released", p.iter().map(|r| r.released_at));
+        let mut args = conn.args();
+        let sql = format!(
+            "UPDATE agent_sessions AS s SET \
+               last_heartbeat = {greatest}(s.last_heartbeat, COALESCE(u.hb, s.last_heartbeat)), \
+               released_at = COALESCE(s.released_at, u.released) \
+             FROM {src} WHERE s.session_id = u.id",
+            greatest = conn.dialect().greatest(),
+            src = args.rows(rows),
+        );
+        conn.execute(&sql, args).await?;
+    }
+    Ok(())
+}
+
+fn fact_rows(f: &[FactRow]) -> RowSet<'_> {
+    RowSet::new()
+        .col("tenant", f.iter().map(|r| r.tenant.as_str()))
+        .col("plugin", f.iter().map(|r| r.plugin.as_str()))
+        .col("seq", f.iter().map(|r| r.seq))
+        .col("ft", f.iter().map(|r| r.fact_type.as_str()))
+        .col("fact", f.iter().map(|r| r.fact.as_str()))
+        .col("rb", f.iter().map(|r| r.recorded_by.as_str()))
+        .col("at", f.iter().map(|r| r.created_at))
+}
+
+async fn facts(conn: &mut Conn<'_>, b: &Batch) -> Result<()> {
+    if b.facts.is_empty() {
+        return Ok(());
+    }
+    let fact = conn.dialect().json("fact");
+    let mut args = conn.args();
+    let sql = format!(
+        "INSERT INTO plugin_facts (tenant, plugin_name, seq, fact_type, fact, recorded_by, created_at) \
+         SELECT tenant, plugin, seq, ft, {fact}, rb, at FROM {} WHERE true \
+         ON CONFLICT (tenant, plugin_name, seq) DO NOTHING",
+        args.rows(fact_rows(&b.facts))
+    );
+    conn.execute(&sql, args).await?;
+    // Only a newer fact replaces the compatibility view (facts can arrive in any batch split).
+    let mut args = conn.args();
+    let sql = format!(
+        "INSERT INTO plugin_state (tenant, plugin_name, state, seq, updated_at) \
+         SELECT tenant, plugin, {fact}, seq, at FROM {} WHERE true \
+         ON CONFLICT (tenant, plugin_name) DO UPDATE SET state = EXCLUDED.state, seq = EXCLUDED.seq, \
+           updated_at = EXCLUDED.updated_at WHERE plugin_state.seq < EXCLUDED.seq",
+        args.rows(fact_rows(&b.plugin_states))
+    );
+    conn.execute(&sql, args).await?;
+    Ok(())
+}
+
+/// Records the batch's dead letters (the checkpoint compare-and-set already moved past them).
+async fn dead_letters(conn: &mut Conn<'_>, b: &Batch, now: DateTime<Utc>) -> Result<()> {
+    if b.dead_letters.is_empty() {
+        return Ok(());
+    }
+    let d = &b.dead_letters;
+    let rows = RowSet::new()
+        .col("seq", d.iter().map(|r| r.seq as i64))
+        .col("subject", d.iter().map(|r| r.subject.as_str()))
+        .col("et", d.iter().map(|r| r.event_type.as_str()))
+        .col("reason", d.iter().map(|r| r.reason.as_str()));
+    let mut args = conn.args();
+    let projection = args.arg(PROJECTION);
+    let now_sql = conn.dialect().now(&mut args, now);
+    let sql = format!(
+        "INSERT INTO projection_dead_letters (projection, seq, subject, event_type, reason, recorded_at) \
+         SELECT {projection}, seq, subject, et, reason, {now_sql} FROM {} WHERE true \
+         ON CONFLICT (projection, seq) DO NOTHING",
+        args.rows(rows)
+    );
+    conn.execute(&sql, args).await?;
+    Ok(())
+}
