@@ -41,6 +41,8 @@ impl Client {
             reconnect_initial: Duration::from_millis(500),
             reconnect_max: Duration::from_secs(30),
             dedupe_window: 10_000,
+            ack_max: 100,
+            ack_interval: Duration::from_millis(20),
         }
     }
 }
@@ -64,6 +66,8 @@ pub struct ClientBuilder {
     reconnect_initial: Duration,
     reconnect_max: Duration,
     dedupe_window: usize,
+    ack_max: usize,
+    ack_interval: Duration,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -145,6 +149,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Auto-acks are batched: one `ack` frame per `max` ids (default 100) or per `interval`
+    /// (default 20 ms) after the first id waiting, whichever comes first.
+    pub fn ack_batching(mut self, max: usize, interval: Duration) -> Self {
+        self.ack_max = max.clamp(1, 1000);
+        self.ack_interval = interval;
+        self
+    }
+
     pub fn build(self) -> Result<Client> {
         if self.replay_rate.is_nan() || self.replay_rate <= 0.0 {
             return Err(usage("replay_rate must be positive (sends per second)"));
@@ -162,38 +174,41 @@ impl ClientBuilder {
         }
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
         let (state, _) = watch::channel(SessionState::default());
-        Ok(Client {
-            inner: Arc::new(Inner {
-                api,
-                ws_url,
-                auto_ack: self.auto_ack,
-                request_timeout: self.request_timeout,
-                connect_timeout: self.connect_timeout,
-                reconnect_initial: self.reconnect_initial,
-                reconnect_max: self.reconnect_max,
-                replay_gap: Duration::from_secs_f64(1.0 / self.replay_rate),
-                replay_interval: self.replay_interval,
-                handler: self.handler,
-                on_replay: self.on_replay,
-                spool,
-                out: Mutex::new(None),
-                kill: Mutex::new(None),
-                pending: Mutex::new(HashMap::new()),
-                refs: AtomicU64::new(0),
-                seen: Mutex::new(Seen::new(self.dedupe_window)),
-                asks: Mutex::new(HashMap::new()),
-                inbox_tx,
-                inbox_rx: tokio::sync::Mutex::new(inbox_rx),
-                state,
-                identity: Mutex::new(self.identity),
-                duplicates_dropped: AtomicU64::new(0),
-                sessions_opened: AtomicU64::new(0),
-                replay_wakeup: Notify::new(),
-                replay_lock: tokio::sync::Mutex::new(()),
-                shutdown: CancellationToken::new(),
-                started: AtomicBool::new(false),
-                tasks: Mutex::new(Vec::new()),
-            }),
-        })
+        Ok(Client::from_inner(Arc::new(Inner {
+            api,
+            ws_url,
+            auto_ack: self.auto_ack,
+            request_timeout: self.request_timeout,
+            connect_timeout: self.connect_timeout,
+            reconnect_initial: self.reconnect_initial,
+            reconnect_max: self.reconnect_max,
+            replay_gap: Duration::from_secs_f64(1.0 / self.replay_rate),
+            replay_interval: self.replay_interval,
+            handler: self.handler,
+            on_replay: self.on_replay,
+            spool,
+            out: Mutex::new(None),
+            kill: Mutex::new(None),
+            pending: Mutex::new(HashMap::new()),
+            refs: AtomicU64::new(0),
+            seen: Mutex::new(Seen::new(self.dedupe_window)),
+            asks: Mutex::new(HashMap::new()),
+            inbox_tx,
+            inbox_rx: tokio::sync::Mutex::new(inbox_rx),
+            state,
+            identity: Mutex::new(self.identity),
+            duplicates_dropped: AtomicU64::new(0),
+            sessions_opened: AtomicU64::new(0),
+            replay_wakeup: Notify::new(),
+            replay_lock: tokio::sync::Mutex::new(()),
+            shutdown: CancellationToken::new(),
+            started: AtomicBool::new(false),
+            ack_buffer: Mutex::new(Vec::new()),
+            ack_wakeup: Notify::new(),
+            ack_max: self.ack_max,
+            ack_interval: self.ack_interval,
+            ack_calls: AtomicU64::new(0),
+            tasks: Mutex::new(Vec::new()),
+        })))
     }
 }

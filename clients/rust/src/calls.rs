@@ -64,6 +64,7 @@ pub(crate) async fn ack_ids(inner: &Inner, ids: &[String]) -> Result<u64> {
     let mut total = 0;
     // The HTTP ack takes at most 1000 ids a call; the session takes the same batches.
     for chunk in ids.chunks(1000) {
+        inner.ack_calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let body = json!({"signal_ids": chunk});
         let mut frame = body.clone();
         frame["op"] = json!("ack");

@@ -1,5 +1,6 @@
 //! The agent [`Client`]: its shared state and its lifecycle — start the background tasks
-//! (session, handler, spool replay), wait for a session, close. Its options are `builder.rs`.
+//! (session, handler, ack batching, spool replay), wait for a session, close; and stop them all
+//! when the last handle is dropped. Its options are `builder.rs`.
 //!
 //! Deliberately not the protocol: the session loop is `session.rs`, the calls are `calls.rs`,
 //! the spool replay `replay.rs`, ask/reply `ask.rs`. This file owns what they share.
@@ -8,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -118,6 +119,13 @@ pub(crate) struct Inner {
     /// One replay pass at a time (the loop and a caller's `replay_spool`).
     pub replay_lock: tokio::sync::Mutex<()>,
     pub shutdown: CancellationToken,
+    /// Ids handled and waiting to be acked in one frame (see `acks.rs`).
+    pub ack_buffer: Mutex<Vec<String>>,
+    pub ack_wakeup: Notify,
+    pub ack_max: usize,
+    pub ack_interval: Duration,
+    /// Ack calls made (WS frames or HTTP requests), auto and manual: a metric of the batching.
+    pub ack_calls: AtomicU64,
     pub started: AtomicBool,
     pub tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -129,12 +137,33 @@ impl Inner {
     }
 }
 
+/// Held by the caller's handles only, never by a background task (they hold `Arc<Inner>`, and
+/// at most a `Weak<Life>`): so its drop, with the last handle, is the client's end.
+pub(crate) struct Life {
+    inner: Arc<Inner>,
+}
+
+impl Drop for Life {
+    fn drop(&mut self) {
+        if self.inner.shutdown.is_cancelled() {
+            return;
+        }
+        // No await here: the session task sees the cancel and closes its socket (1000) itself;
+        // acks still buffered are not sent, so those signals come back to the next session.
+        tracing::info!(url = self.inner.api.base(), "the last handle of the client was dropped: stopping its tasks");
+        self.inner.state.send_modify(|s| s.closed = true);
+        self.inner.shutdown.cancel();
+    }
+}
+
 /// An agent's client: one WebSocket session kept open (reconnecting with jittered backoff,
 /// heartbeating, resuming delivery with redeliveries deduped), the HTTP API, and an optional
-/// offline spool. Cheap to clone; call [`Client::close`] when done, which stops its tasks.
+/// offline spool. Cheap to clone. [`Client::close`] is the graceful end (acks flushed, close
+/// 1000); dropping the last clone also stops every background task, without the ack flush.
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
+    pub(crate) life: Arc<Life>,
 }
 
 impl std::fmt::Debug for Client {
@@ -144,6 +173,16 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Client {
+        Client { life: Arc::new(Life { inner: inner.clone() }), inner }
+    }
+
+    /// A handle for a background task to lend out (the handler's), while the caller still
+    /// holds one; `None` once the last is gone.
+    pub(crate) fn revive(inner: &Arc<Inner>, life: &Weak<Life>) -> Option<Client> {
+        life.upgrade().map(|life| Client { inner: inner.clone(), life })
+    }
+
     /// A client with default options (HTTP calls work at once; `connect` opens the session).
     pub fn new(url: impl Into<String>, token: impl Into<String>) -> Result<Client> {
         Client::builder(url, token).build()
@@ -175,6 +214,11 @@ impl Client {
     pub fn duplicates_dropped(&self) -> u64 {
         self.inner.duplicates_dropped.load(Ordering::Relaxed)
     }
+    /// Ack calls made so far (WS frames or HTTP requests, auto and manual); with batching,
+    /// fewer than the signals acked.
+    pub fn ack_calls(&self) -> u64 {
+        self.inner.ack_calls.load(Ordering::Relaxed)
+    }
 
     /// Starts the session supervisor, the handler and the spool replay in the background
     /// without waiting for the bus. Needs a tokio runtime.
@@ -185,13 +229,15 @@ impl Client {
         if self.inner.started.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        // No task gets a `Client`: a strong handle there would keep the client alive forever.
         let mut tasks = self.inner.tasks.lock().unwrap();
         tasks.push(tokio::spawn(crate::session::supervise(self.inner.clone())));
+        tasks.push(tokio::spawn(crate::acks::ack_loop(self.inner.clone())));
         if self.inner.handler.is_some() {
-            tasks.push(tokio::spawn(crate::session::dispatch(self.clone())));
+            tasks.push(tokio::spawn(crate::session::dispatch(self.inner.clone(), Arc::downgrade(&self.life))));
         }
         if self.inner.spool.is_some() {
-            tasks.push(tokio::spawn(crate::replay::replay_loop(self.clone())));
+            tasks.push(tokio::spawn(crate::replay::replay_loop(self.inner.clone())));
         }
         Ok(())
     }
@@ -258,9 +304,13 @@ impl Client {
         }
     }
 
-    /// Closes the session (1000) and stops every background task. Calls still waiting fail
-    /// with `Closed` or `Transport`; a signal handled but not yet acked comes back next time.
+    /// Flushes the acks still buffered, closes the session (1000) and stops every background
+    /// task. Calls still waiting fail with `Closed` or `Transport`; a signal handled but not
+    /// acked (the flush failed) comes back next time.
     pub async fn close(&self) {
+        if !self.inner.shutdown.is_cancelled() {
+            crate::acks::flush_before_close(&self.inner).await;
+        }
         self.inner.state.send_modify(|s| s.closed = true);
         self.inner.shutdown.cancel();
         let tasks: Vec<_> = std::mem::take(&mut *self.inner.tasks.lock().unwrap());

@@ -13,10 +13,12 @@
 //! - `builder`: `ClientBuilder`, the options and their defaults.
 //! - `client`: `Client`, its shared state and lifecycle.
 //! - `session`: the WebSocket session loop, push routing, dedupe, handler dispatch.
+//! - `acks`: the auto-acks, batched into one frame per `ack_batching(max, interval)`.
 //! - `calls`: send (and spooling), recall, ack, receive, inbox, drain, get, list, facts.
 //! - `spool` / `replay`: the offline spool and its replay.
 //! - `ask`: ask / reply.
 
+mod acks;
 mod ask;
 mod builder;
 mod calls;

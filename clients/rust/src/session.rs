@@ -6,7 +6,7 @@
 //! Deliberately does not decide what a call means (that is `calls.rs`): it moves frames.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
@@ -21,7 +21,8 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, Inner};
+use crate::acks::queue_ack;
+use crate::client::{Client, Inner, Life};
 use crate::error::{BusError, Error, Result};
 use crate::types::{Signal, Welcome};
 
@@ -229,7 +230,7 @@ fn on_push(inner: &Arc<Inner>, sig: Signal) {
         inner.duplicates_dropped.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(signal_id = %sig.id, redelivered = sig.redelivered, "duplicate signal dropped");
         if handled && inner.auto_ack {
-            spawn_ack(inner.clone(), vec![sig.id]);
+            queue_ack(inner, sig.id);
         }
         return;
     }
@@ -237,7 +238,7 @@ fn on_push(inner: &Arc<Inner>, sig: Signal) {
         if let Some(tx) = inner.asks.lock().unwrap().remove(cid) {
             seen.remember(&sig.id, true);
             if inner.auto_ack {
-                spawn_ack(inner.clone(), vec![sig.id.clone()]);
+                queue_ack(inner, sig.id.clone());
             }
             let _ = tx.send(sig);
             return;
@@ -247,19 +248,10 @@ fn on_push(inner: &Arc<Inner>, sig: Signal) {
     let _ = inner.inbox_tx.send(sig);
 }
 
-/// Acks in the background; a lost ack only means a redelivery, which is deduped.
-pub(crate) fn spawn_ack(inner: Arc<Inner>, ids: Vec<String>) {
-    tokio::spawn(async move {
-        if let Err(e) = crate::calls::ack_ids(&inner, &ids).await {
-            tracing::warn!(error = %e, "ack not sent: the signals come back on the next session and are deduped");
-        }
-    });
-}
-
-/// Runs the handler on each queued signal, one at a time; acks after `Ok`, forgets the id
-/// after `Err` so the redelivery runs it again.
-pub(crate) async fn dispatch(client: Client) {
-    let inner = client.inner.clone();
+/// Runs the handler on each queued signal, one at a time; acks (batched) after `Ok`, forgets
+/// the id after `Err` so the redelivery runs it again. Holds the client only weakly: the
+/// handler's handle is lent per signal, so dropping the caller's last handle ends the client.
+pub(crate) async fn dispatch(inner: Arc<Inner>, life: Weak<Life>) {
     let Some(handler) = inner.handler.clone() else { return };
     let mut rx = inner.inbox_rx.lock().await;
     loop {
@@ -268,11 +260,12 @@ pub(crate) async fn dispatch(client: Client) {
             s = rx.recv() => match s { Some(s) => s, None => return },
         };
         let id = sig.id.clone();
-        match handler(sig, client.clone()).await {
+        let Some(client) = Client::revive(&inner, &life) else { return };
+        match handler(sig, client).await {
             Ok(()) => {
                 inner.seen.lock().unwrap().remember(&id, true);
                 if inner.auto_ack {
-                    spawn_ack(inner.clone(), vec![id]);
+                    queue_ack(&inner, id);
                 }
             }
             Err(e) => {
