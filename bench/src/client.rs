@@ -3,13 +3,13 @@
 //! gateway having read it from the stream).
 //!
 //! Deliberately no protocol logic beyond that: what a client does on its socket is the
-//! scenario's business.
+//! scenario's business. Registration goes through the client library; the sockets stay raw
+//! tungstenite streams, so the measured hot path carries no client bookkeeping.
 
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use futures::StreamExt;
-use serde_json::{json, Value};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -34,20 +34,14 @@ pub async fn register_all(
     tokens.into_iter().collect()
 }
 
+/// One registration through the client library's `AdminClient` (sharing `http`'s pool).
 async fn register(http: &reqwest::Client, target: &Target, identity: &str) -> anyhow::Result<String> {
-    let resp = http
-        .post(format!("{}/v1/agents", target.base))
-        .bearer_auth(&target.admin_token)
-        .json(&json!({"tenant": "default", "identity": identity, "kind": "daemon"}))
-        .send()
+    let api = signalbus_client::HttpApi::with_client(&target.base, &target.admin_token, None, http.clone())?;
+    let reg = signalbus_client::AdminClient::from_api(api)
+        .register(identity, Some("default"), Some("daemon"))
         .await
-        .context("POST /v1/agents")?;
-    let status = resp.status();
-    let body: Value = resp.json().await.unwrap_or(Value::Null);
-    if !status.is_success() {
-        bail!("registering {identity}: {status} {body}");
-    }
-    body["token"].as_str().map(str::to_string).context("no token in the registration answer")
+        .with_context(|| format!("registering {identity}"))?;
+    Ok(reg.token)
 }
 
 /// Opens a session and reads its welcome frame. A fresh token may not be known to the gateway

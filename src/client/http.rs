@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use reqwest::{Method, Url};
 use serde_json::Value;
+use signalbus_client::HttpApi;
 
 use super::Conn;
 
@@ -84,23 +85,20 @@ pub fn base_url(conn: &Conn) -> Result<Url, Failure> {
     }
 }
 
-/// Sends one request and returns the JSON body of a 2xx answer.
+/// Sends one request and returns the JSON body of a 2xx answer. The HTTP exchange is the
+/// client library's (`signalbus_client::HttpApi`); the exit codes and hints are the CLI's.
 pub async fn call(conn: &Conn, method: Method, path: &str, body: Option<Value>) -> Result<Value, Failure> {
     let base = base_url(conn)?;
-    let url = format!("{}{}", base.as_str().trim_end_matches('/'), path);
-    let client = reqwest::Client::new();
-    let mut req = client.request(method, &url);
     let token = token(conn);
-    if let Some(t) = &token {
-        req = req.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.map_err(|e| Failure::Unreachable(unreachable(&base, &e)))?;
-    let status = resp.status();
-    let text = resp.text().await.map_err(|e| Failure::Unreachable(format!("reading the answer from {url}: {e}")))?;
-    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    let url = base.as_str().trim_end_matches('/');
+    // No timeout: the CLI waits as long as the connection lives, as curl would.
+    let api = HttpApi::new(url, token.as_deref().unwrap_or(""), None).map_err(|e| Failure::Usage(e.to_string()))?;
+    let (status, value) = api.raw(method, path, &[], body.as_ref()).await.map_err(|e| {
+        Failure::Unreachable(match e.transport_cause() {
+            Some(cause) => unreachable_cause(&base, cause),
+            None => format!("cannot reach {url}: {e}"),
+        })
+    })?;
     if status.is_success() {
         return Ok(value);
     }
@@ -117,7 +115,12 @@ pub async fn call(conn: &Conn, method: Method, path: &str, body: Option<Value>) 
 /// Why `base` could not be reached, in one line: the cause (not reqwest's layers of context)
 /// and whether a `signalbus serve` runs on this machine.
 pub fn unreachable(base: &Url, e: &(dyn std::error::Error + 'static)) -> String {
-    let cause = root_cause(e);
+    unreachable_cause(base, &root_cause(e))
+}
+
+/// `unreachable` given the innermost cause as text.
+pub fn unreachable_cause(base: &Url, cause: &str) -> String {
+    let cause = cause.to_lowercase();
     let url = base.as_str().trim_end_matches('/');
     if cause.contains("refused") {
         return format!("cannot reach {url}: connection refused; {}", local_serve());

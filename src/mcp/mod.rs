@@ -51,16 +51,18 @@ pub async fn run(args: McpArgs) -> i32 {
             return 3;
         }
     };
-    let shim = shim::Shim {
-        base,
-        token: args.token,
-        // A call never hangs on a bus that stopped answering: past this it is answered
-        // `internal` (the bus may have taken it; a send is retried with its dedupe_key).
-        http: reqwest::Client::builder().timeout(CALL_TIMEOUT).build().unwrap_or_default(),
-        buffer,
-        peer: Default::default(),
-        quiet: Default::default(),
+    // A call never hangs on a bus that stopped answering: past this it is answered
+    // `internal` (the bus may have taken it; a send is retried with its dedupe_key).
+    let api = match signalbus_client::HttpApi::new(&base, &args.token, Some(CALL_TIMEOUT)) {
+        Ok(api) => api,
+        Err(e) => {
+            stop.cancel();
+            let _ = session.await;
+            eprintln!("error: {e}");
+            return 2;
+        }
     };
+    let shim = shim::Shim { base, api, buffer, peer: Default::default(), quiet: Default::default() };
     shim.announce_pushes();
     let code = match shim.serve(rmcp::transport::stdio()).await {
         Ok(running) => match running.waiting().await {

@@ -30,8 +30,8 @@ use crate::client::http::segment;
 #[derive(Debug, Clone)]
 pub struct Shim {
     pub base: String,
-    pub token: String,
-    pub http: reqwest::Client,
+    /// The HTTP half of the client library, with the agent's token and a call timeout.
+    pub api: signalbus_client::HttpApi,
     pub buffer: Arc<Buffer>,
     pub peer: Arc<Mutex<Option<Peer<RoleServer>>>>,
     pub quiet: Arc<Mutex<bool>>,
@@ -60,15 +60,14 @@ impl Shim {
     /// was never reached is `unavailable` (nothing was sent); one that took the request and
     /// did not answer is `internal`, since it may have accepted it.
     async fn http(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Result<Value, Value>) {
-        let url = format!("{}{path}", self.base);
-        let mut req = self.http.request(method, &url).bearer_auth(&self.token);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = match req.send().await {
-            Ok(r) => r,
+        match self.api.raw(method, path, &[], body.as_ref()).await {
+            Ok((status, value)) => {
+                // A body that is not a JSON document (a proxy's page) reads as `{}`.
+                let value = if matches!(value, Value::String(_) | Value::Null) { json!({}) } else { value };
+                (status.as_u16(), if status.is_success() { Ok(value) } else { Err(value) })
+            }
             Err(e) => {
-                let (code, message) = if e.is_connect() {
+                let (code, message) = if matches!(e, signalbus_client::Error::Unreachable { .. }) {
                     ("unavailable", format!("cannot reach the bus at {}; nothing was sent", self.base))
                 } else {
                     (
@@ -77,13 +76,10 @@ impl Shim {
                             .to_string(),
                     )
                 };
-                tracing::warn!(error = %e, url, "bus call failed");
-                return (0, Err(json!({ "error": { "code": code, "message": message } })));
+                tracing::warn!(error = %e, path, "bus call failed");
+                (0, Err(json!({ "error": { "code": code, "message": message } })))
             }
-        };
-        let status = resp.status();
-        let value = resp.json::<Value>().await.unwrap_or_else(|_| json!({}));
-        (status.as_u16(), if status.is_success() { Ok(value) } else { Err(value) })
+        }
     }
 
     async fn forward(&self, call: &Call) -> Result<Value, Value> {

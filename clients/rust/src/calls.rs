@@ -1,0 +1,237 @@
+//! The agent's calls: send (spooling what the bus cannot take), recall, ack, receive, inbox,
+//! drain, get, list, roster, plugin facts. Calls with a WebSocket op go over the session when
+//! it is open and over HTTP otherwise (and when the session drops mid-call).
+//!
+//! Deliberately no retry loop: a send that fails with an unknown outcome is spooled (when there
+//! is a spool) or returned with its dedupe_key, so the caller decides.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::client::{usage, Client, Inner};
+use crate::error::{Error, Result};
+use crate::http::{segment, with_tenant};
+use crate::session::ws_call;
+use crate::types::{
+    default_ttl, Agent, FactPage, ListQuery, PluginState, RecallAnswer, RecallOutcome, Roster, SendOutcome,
+    SendRequest, SendResult, Signal, SignalPage, SignalRow, Signals, Spooled,
+};
+
+fn protocol(what: &str, e: serde_json::Error) -> Error {
+    Error::Protocol(format!("{what}: unexpected answer: {e}"))
+}
+
+/// Over the session when one is open; over HTTP when none is, or when it dropped before the
+/// answer (the retry is safe: sends carry a dedupe_key, the other ops are idempotent).
+async fn over_session_or_http<F, Fut>(inner: &Inner, frame: Value, dedupe_key: Option<&str>, http: F) -> Result<Value>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<Value>>,
+{
+    if inner.out.lock().unwrap().is_some() {
+        match ws_call(inner, frame, dedupe_key).await {
+            Err(Error::Transport { .. }) if inner.out.lock().unwrap().is_none() => {
+                tracing::info!(dedupe_key, "the session dropped during a call; retrying it over HTTP");
+            }
+            other => return other,
+        }
+    }
+    http().await
+}
+
+/// One attempt at a send; the answer's JSON.
+pub(crate) async fn transmit_send(inner: &Inner, req: &SendRequest) -> Result<Value> {
+    let body = serde_json::to_value(req).map_err(|e| Error::Protocol(format!("cannot encode the send: {e}")))?;
+    let key = req.dedupe_key.as_deref();
+    let mut frame = body.clone();
+    frame["op"] = json!("send");
+    over_session_or_http(inner, frame, key, || async {
+        inner.api.request(Method::POST, "/v1/signals", &[], Some(&body), &[]).await.map_err(|e| e.with_dedupe_key(key))
+    })
+    .await
+}
+
+pub(crate) fn send_result(v: Value, dedupe_key: &str) -> Result<SendResult> {
+    let mut r: SendResult = serde_json::from_value(v).map_err(|e| protocol("send", e))?;
+    r.dedupe_key = dedupe_key.to_string();
+    Ok(r)
+}
+
+pub(crate) async fn ack_ids(inner: &Inner, ids: &[String]) -> Result<u64> {
+    let mut total = 0;
+    // The HTTP ack takes at most 1000 ids a call; the session takes the same batches.
+    for chunk in ids.chunks(1000) {
+        inner.ack_calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let body = json!({"signal_ids": chunk});
+        let mut frame = body.clone();
+        frame["op"] = json!("ack");
+        let answer = over_session_or_http(inner, frame, None, || {
+            inner.api.request(Method::POST, "/v1/inbox/ack", &[], Some(&body), &[])
+        })
+        .await?;
+        total += answer["acked"].as_u64().unwrap_or(0);
+    }
+    Ok(total)
+}
+
+impl Client {
+    /// Sends a signal (CONTRACT §4). It always carries a dedupe_key (the request's, or a fresh
+    /// `sbc-<uuid>`), so resending it can never create a second signal. With a spool, a send the
+    /// bus could not take (unreachable, timeout, 503) is spooled and answered `Spooled`.
+    /// Errors: `RecipientUnavailable` (a bounced sync send), `UnknownRecipient`, ...
+    pub async fn send(&self, req: SendRequest) -> Result<SendOutcome> {
+        self.send_opts(req, true).await
+    }
+
+    /// `send`, choosing whether a failed attempt may be spooled (`false`: it is returned as
+    /// `Transport`/`Timeout`/`Unavailable` carrying the dedupe_key).
+    pub async fn send_opts(&self, mut req: SendRequest, spool: bool) -> Result<SendOutcome> {
+        let key = req.dedupe_key.get_or_insert_with(|| format!("sbc-{}", uuid::Uuid::new_v4())).clone();
+        match transmit_send(&self.inner, &req).await {
+            Ok(v) => Ok(SendOutcome::Sent(send_result(v, &key)?)),
+            Err(e) if spool && e.is_spoolable() && self.inner.spool.is_some() => self.spool_send(req, &e),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn spool_send(&self, req: SendRequest, why: &Error) -> Result<SendOutcome> {
+        let Some(spool) = &self.inner.spool else { return Err(why.clone()) };
+        let ttl = req.ttl_seconds.unwrap_or_else(|| default_ttl(&req.signal_type));
+        let identity = self.identity();
+        let entry = spool.put(&req, ttl, identity.as_deref(), &why.to_string(), Utc::now())?;
+        tracing::warn!(code = why.code(), entry = %entry.name, "the bus could not take the send: spooled, replayed when it is back");
+        self.inner.replay_wakeup.notify_one();
+        Ok(SendOutcome::Spooled(Spooled {
+            dedupe_key: entry.dedupe_key().to_string(),
+            entry: entry.name,
+            reason: entry.reason,
+            spooled_at: entry.spooled_at,
+            ttl_seconds: entry.ttl_seconds,
+        }))
+    }
+
+    /// Recalls a signal you sent (CONTRACT §6). `not_found` is an answer, not an error.
+    pub async fn recall(&self, signal_id: &str) -> Result<RecallOutcome> {
+        let path = format!("/v1/signals/{}/recall", segment(signal_id));
+        let answer = over_session_or_http(&self.inner, json!({"op": "recall", "signal_id": signal_id}), None, || {
+            self.inner.api.request(Method::POST, &path, &[], None, &[404])
+        })
+        .await?;
+        match serde_json::from_value::<RecallAnswer>(answer.clone()) {
+            Ok(a) => Ok(a.outcome),
+            // A 404 without an outcome is not a recall answer (e.g. a proxy's page).
+            Err(_) => Err(Error::from_body(&answer, Some(404))),
+        }
+    }
+
+    /// Acks delivered signals by id; answers how many the bus took (ids not yours, not
+    /// delivered or already acked are skipped).
+    pub async fn ack<I, S>(&self, ids: I) -> Result<u64>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let ids: Vec<String> = ids.into_iter().map(|s| s.as_ref().to_string()).collect();
+        {
+            let mut seen = self.inner.seen.lock().unwrap();
+            for id in &ids {
+                if seen.get(id).is_some() {
+                    seen.remember(id, true);
+                }
+            }
+        }
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        ack_ids(&self.inner, &ids).await
+    }
+
+    /// The next pushed signal, for a client without a handler; ack it with `ack`.
+    pub async fn receive(&self, timeout: Duration) -> Result<Signal> {
+        if self.inner.handler.is_some() {
+            return Err(usage("this client has an on_signal handler: signals go there, not to receive()"));
+        }
+        let mut rx = self.inner.inbox_rx.lock().await;
+        tokio::select! {
+            _ = self.inner.shutdown.cancelled() => Err(Error::Closed),
+            s = tokio::time::timeout(timeout, rx.recv()) => match s {
+                Ok(Some(sig)) => Ok(sig),
+                Ok(None) => Err(Error::Closed),
+                Err(_) => Err(Error::Timeout { message: format!("no signal within {timeout:?}"), dedupe_key: None }),
+            },
+        }
+    }
+
+    /// Pending signals for you in drain order (priority first); delivers nothing.
+    pub async fn inbox(&self, limit: Option<u32>) -> Result<Vec<Signal>> {
+        let page: Signals =
+            self.inner.api.typed(Method::GET, "/v1/inbox", &[("limit", limit.map(|l| l.to_string()))], None).await?;
+        Ok(page.signals)
+    }
+
+    /// Takes pending signals: they are delivered to you (`delivered_via: inbox`) and never
+    /// pushed to a session later. Ack them with `ack`.
+    pub async fn drain(&self, limit: Option<u32>) -> Result<Vec<Signal>> {
+        let query = [("drain", Some("true".to_string())), ("limit", limit.map(|l| l.to_string()))];
+        let page: Signals = self.inner.api.typed(Method::GET, "/v1/inbox", &query, None).await?;
+        Ok(page.signals)
+    }
+
+    /// A signal's row (you sent or received it); `NotFound` otherwise.
+    pub async fn get(&self, signal_id: &str) -> Result<SignalRow> {
+        self.inner.api.typed(Method::GET, &format!("/v1/signals/{}", segment(signal_id)), &[], None).await
+    }
+
+    /// Your signals, newest first, one page.
+    pub async fn list(&self, q: &ListQuery) -> Result<SignalPage> {
+        let query = [
+            ("role", q.role.clone()),
+            ("status", q.status.clone()),
+            ("limit", q.limit.map(|l| l.to_string())),
+            ("cursor", q.cursor.clone()),
+        ];
+        self.inner.api.typed(Method::GET, "/v1/signals", &query, None).await
+    }
+
+    /// Your tenant's roster with each agent's recipient state.
+    pub async fn agents(&self) -> Result<Vec<Agent>> {
+        let roster: Roster = self.inner.api.typed(Method::GET, "/v1/agents", &[], None).await?;
+        Ok(with_tenant(roster))
+    }
+
+    /// Appends a plugin fact; answers its `seq`.
+    pub async fn record_fact(&self, plugin: &str, fact_type: &str, state: Value) -> Result<i64> {
+        let body = json!({"fact_type": fact_type, "state": state});
+        let frame = json!({"op": "fact", "plugin": plugin, "fact_type": fact_type, "state": body["state"]});
+        let path = format!("/v1/plugins/{}/facts", segment(plugin));
+        let answer = over_session_or_http(&self.inner, frame, None, || {
+            self.inner.api.request(Method::POST, &path, &[], Some(&body), &[])
+        })
+        .await?;
+        answer["seq"].as_i64().ok_or_else(|| Error::Protocol(format!("a fact answer without seq: {answer}")))
+    }
+
+    /// A plugin's current state (its newest fact's `state`).
+    pub async fn state(&self, plugin: &str) -> Result<PluginState> {
+        self.inner.api.typed(Method::GET, &format!("/v1/plugins/{}/state", segment(plugin)), &[], None).await
+    }
+
+    /// A plugin's facts, newest first, one page (`next_before_seq` continues).
+    pub async fn facts(
+        &self,
+        plugin: &str,
+        fact_type: Option<&str>,
+        limit: Option<u32>,
+        before_seq: Option<i64>,
+    ) -> Result<FactPage> {
+        let query = [
+            ("fact_type", fact_type.map(str::to_string)),
+            ("limit", limit.map(|l| l.to_string())),
+            ("before_seq", before_seq.map(|s| s.to_string())),
+        ];
+        self.inner.api.typed(Method::GET, &format!("/v1/plugins/{}/facts", segment(plugin)), &query, None).await
+    }
+}

@@ -1,0 +1,312 @@
+//! The WebSocket session (CONTRACT §7): open it with the token, read the welcome, heartbeat,
+//! route `result` frames to their callers and pushed signals to the handler or `receive`
+//! (deduped by id), and reconnect with jittered exponential backoff until the client closes or
+//! the bus refuses the token.
+//!
+//! Deliberately does not decide what a call means (that is `calls.rs`): it moves frames.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use rand::Rng;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use crate::acks::queue_ack;
+use crate::client::{Client, Inner, Life};
+use crate::error::{BusError, Error, Result};
+use crate::types::{Signal, Welcome};
+
+/// Keeps a session open until the client closes or the bus refuses the token.
+pub(crate) async fn supervise(inner: Arc<Inner>) {
+    let mut attempt: u32 = 0;
+    while !inner.shutdown.is_cancelled() {
+        let opened = match run_session(&inner).await {
+            Ok(opened) => opened,
+            Err(e) if e.is_fatal_for_session() => {
+                tracing::error!(error = %e, "the bus refused the session, not reconnecting");
+                inner.state.send_modify(|s| s.fatal = Some(e));
+                inner.fail_pending();
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(url = inner.api.base(), error = %e, "session failed");
+                false
+            }
+        };
+        if inner.shutdown.is_cancelled() {
+            return;
+        }
+        attempt = if opened { 0 } else { attempt.saturating_add(1) };
+        // Full doubling up to the cap, then a random point in its upper half: clients that
+        // lost the same bus do not come back in lockstep.
+        let ceiling = inner.reconnect_initial.saturating_mul(1 << attempt.min(20)).min(inner.reconnect_max);
+        let delay = ceiling.mul_f64(rand::thread_rng().gen_range(0.5..=1.0));
+        tracing::info!(
+            url = inner.api.base(),
+            delay_ms = delay.as_millis() as u64,
+            attempt = attempt + 1,
+            "reconnecting"
+        );
+        tokio::select! {
+            _ = inner.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+fn unauthorized(message: String) -> Error {
+    Error::Unauthorized(Box::new(BusError {
+        code: "unauthorized".into(),
+        message,
+        status: None,
+        details: Default::default(),
+    }))
+}
+
+/// One session: connect, welcome, then read and write until it ends. `Ok(true)` when a welcome
+/// was received; `Err(Unauthorized)` when the bus closed it with 1008 (token rotated/removed).
+async fn run_session(inner: &Arc<Inner>) -> Result<bool> {
+    let mut request = inner
+        .ws_url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| Error::Protocol(format!("cannot make a websocket request to {}: {e}", inner.ws_url)))?;
+    let bearer = HeaderValue::from_str(&format!("Bearer {}", inner.api.token()))
+        .map_err(|_| unauthorized("the token holds characters a header cannot carry".into()))?;
+    request.headers_mut().insert("authorization", bearer);
+    let mut config = WebSocketConfig::default();
+    config.max_message_size = Some(16 << 20);
+    // TCP_NODELAY: small frames would otherwise wait for delayed ACKs.
+    let connect = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
+    let ws = tokio::select! {
+        _ = inner.shutdown.cancelled() => return Ok(false),
+        r = tokio::time::timeout(inner.connect_timeout, connect) => r,
+    };
+    let mut ws = match ws {
+        Err(_) => return Err(Error::transport(format!("no websocket upgrade within {:?}", inner.connect_timeout))),
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(resp))) => {
+            let body = resp.body().as_deref().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or(Value::Null);
+            return Err(Error::from_body(&body, Some(resp.status().as_u16())));
+        }
+        Ok(Err(e)) => return Err(Error::transport(format!("cannot open a session with {}: {e}", inner.api.base()))),
+        Ok(Ok((ws, _))) => ws,
+    };
+    let first = match tokio::time::timeout(inner.connect_timeout, ws.next()).await {
+        Ok(Some(Ok(Message::Text(t)))) => t,
+        Ok(Some(Ok(other))) => return Err(Error::Protocol(format!("expected a welcome frame first, got {other:?}"))),
+        Ok(Some(Err(e))) => return Err(Error::transport(format!("the session failed before its welcome: {e}"))),
+        Ok(None) | Err(_) => return Err(Error::transport("the bus sent no welcome")),
+    };
+    let welcome: Welcome = serde_json::from_str::<Value>(first.as_str())
+        .ok()
+        .filter(|v| v["op"] == "welcome")
+        .and_then(|v| serde_json::from_value(v).ok())
+        .ok_or_else(|| Error::Protocol(format!("expected a welcome frame first, got {}", first.as_str())))?;
+
+    let (mut sink, mut stream) = ws.split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+    let kill = CancellationToken::new();
+    *inner.out.lock().unwrap() = Some(tx);
+    *inner.kill.lock().unwrap() = Some(kill.clone());
+    *inner.identity.lock().unwrap() = Some(welcome.identity.clone());
+    inner.sessions_opened.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(session_id = %welcome.session_id, tenant = %welcome.tenant, identity = %welcome.identity, "session open");
+    let interval = Duration::from_millis(welcome.heartbeat_interval_ms.max(50));
+    inner.state.send_modify(|s| {
+        s.connected = true;
+        s.welcome = Some(welcome);
+    });
+    inner.replay_wakeup.notify_one(); // the bus is back: replay the spool now
+
+    // A bus that sends nothing (not even pongs) for this long is gone without a FIN.
+    let silence_limit = (interval * 2).max(Duration::from_secs(5)) + interval;
+    let mut ticker = tokio::time::interval_at(Instant::now() + interval, interval);
+    let mut last_rx = Instant::now();
+    let mut close: Option<(u16, String)> = None;
+    loop {
+        tokio::select! {
+            _ = inner.shutdown.cancelled() => {
+                let frame = CloseFrame { code: CloseCode::Normal, reason: "client closed".into() };
+                if sink.send(Message::Close(Some(frame))).await.is_ok() {
+                    // Wait for the bus's close so it has recorded the session's end.
+                    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                        while let Some(Ok(m)) = stream.next().await {
+                            if matches!(m, Message::Close(_)) { break; }
+                        }
+                    }).await;
+                }
+                break;
+            }
+            _ = kill.cancelled() => break, // dropping both halves aborts the socket
+            Some(msg) = rx.recv() => {
+                if sink.send(msg).await.is_err() { break; }
+            }
+            _ = ticker.tick() => {
+                if last_rx.elapsed() > silence_limit {
+                    tracing::warn!(silence_ms = silence_limit.as_millis() as u64, "no frame from the bus: dropping the session");
+                    break;
+                }
+                if sink.send(Message::text(r#"{"op":"ping"}"#)).await.is_err() { break; }
+            }
+            frame = stream.next() => match frame {
+                Some(Ok(Message::Text(t))) => {
+                    last_rx = Instant::now();
+                    handle_frame(inner, t.as_str());
+                }
+                Some(Ok(Message::Close(f))) => {
+                    close = f.map(|f| (u16::from(f.code), f.reason.to_string()));
+                    let _ = sink.flush().await; // completes the close handshake
+                    break;
+                }
+                Some(Ok(_)) => last_rx = Instant::now(),
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "session read failed");
+                    break;
+                }
+                None => break,
+            },
+        }
+    }
+    *inner.out.lock().unwrap() = None;
+    *inner.kill.lock().unwrap() = None;
+    drop(rx); // before failing the waiters: a call that races the end then fails its send
+    inner.fail_pending();
+    inner.state.send_modify(|s| s.connected = false);
+    tracing::info!(code = close.as_ref().map(|c| c.0), reason = close.as_ref().map(|c| c.1.as_str()), "session closed");
+    match close {
+        Some((1008, reason)) => Err(unauthorized(format!(
+            "the bus closed the session with 1008 ({})",
+            if reason.is_empty() { "token rotated or agent removed" } else { &reason }
+        ))),
+        Some((1009, _)) => {
+            tracing::error!(
+                "the bus closed the session with 1009: a frame was over its size limit; send smaller frames"
+            );
+            Ok(true)
+        }
+        _ => Ok(true),
+    }
+}
+
+fn handle_frame(inner: &Arc<Inner>, text: &str) {
+    let Ok(frame) = serde_json::from_str::<Value>(text) else {
+        tracing::error!(frame = %text.chars().take(200).collect::<String>(), "the bus sent a frame that is not JSON; ignored");
+        return;
+    };
+    match frame["op"].as_str() {
+        Some("result") => {
+            let r = frame["ref"].as_str().unwrap_or_default().to_string();
+            match inner.pending.lock().unwrap().remove(&r) {
+                Some(tx) => {
+                    let _ = tx.send(frame);
+                }
+                None => tracing::warn!(r#ref = %r, "a result for an unknown ref"),
+            }
+        }
+        Some("signal") => match serde_json::from_value::<Signal>(frame["signal"].clone()) {
+            Ok(sig) => on_push(inner, sig),
+            Err(e) => tracing::error!(error = %e, "a signal frame this client cannot read, not acked"),
+        },
+        Some("pong") => {}
+        other => tracing::debug!(op = ?other, "ignoring frame"),
+    }
+}
+
+/// A pushed signal: dropped when seen (re-acked if it was handled: the first ack may have died
+/// with the old session), handed to a waiting `ask`, else queued for the handler/`receive`.
+fn on_push(inner: &Arc<Inner>, sig: Signal) {
+    let mut seen = inner.seen.lock().unwrap();
+    if let Some(handled) = seen.get(&sig.id) {
+        inner.duplicates_dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(signal_id = %sig.id, redelivered = sig.redelivered, "duplicate signal dropped");
+        if handled && inner.auto_ack {
+            queue_ack(inner, sig.id);
+        }
+        return;
+    }
+    if let Some(cid) = &sig.correlation_id {
+        if let Some(tx) = inner.asks.lock().unwrap().remove(cid) {
+            seen.remember(&sig.id, true);
+            if inner.auto_ack {
+                queue_ack(inner, sig.id.clone());
+            }
+            let _ = tx.send(sig);
+            return;
+        }
+    }
+    seen.remember(&sig.id, false);
+    let _ = inner.inbox_tx.send(sig);
+}
+
+/// Runs the handler on each queued signal, one at a time; acks (batched) after `Ok`, forgets
+/// the id after `Err` so the redelivery runs it again. Holds the client only weakly: the
+/// handler's handle is lent per signal, so dropping the caller's last handle ends the client.
+pub(crate) async fn dispatch(inner: Arc<Inner>, life: Weak<Life>) {
+    let Some(handler) = inner.handler.clone() else { return };
+    let mut rx = inner.inbox_rx.lock().await;
+    loop {
+        let sig = tokio::select! {
+            _ = inner.shutdown.cancelled() => return,
+            s = rx.recv() => match s { Some(s) => s, None => return },
+        };
+        let id = sig.id.clone();
+        let Some(client) = Client::revive(&inner, &life) else { return };
+        match handler(sig, client).await {
+            Ok(()) => {
+                inner.seen.lock().unwrap().remember(&id, true);
+                if inner.auto_ack {
+                    queue_ack(&inner, id);
+                }
+            }
+            Err(e) => {
+                tracing::error!(signal_id = %id, error = %e, "the signal handler failed; not acked: it comes back on the next session");
+                inner.seen.lock().unwrap().forget(&id);
+            }
+        }
+    }
+}
+
+/// Sends one frame on the open session and waits for its result; the typed error otherwise.
+pub(crate) async fn ws_call(inner: &Inner, mut frame: Value, dedupe_key: Option<&str>) -> Result<Value> {
+    let Some(tx) = inner.out.lock().unwrap().clone() else {
+        return Err(Error::transport("no open session").with_dedupe_key(dedupe_key));
+    };
+    let r = format!("c{}", inner.refs.fetch_add(1, Ordering::Relaxed) + 1);
+    frame["ref"] = json!(r);
+    let op = frame["op"].as_str().unwrap_or_default().to_string();
+    let (otx, orx) = oneshot::channel();
+    inner.pending.lock().unwrap().insert(r.clone(), otx);
+    if tx.send(Message::text(frame.to_string())).is_err() {
+        inner.pending.lock().unwrap().remove(&r);
+        return Err(Error::transport("the session closed while sending").with_dedupe_key(dedupe_key));
+    }
+    let answer = match tokio::time::timeout(inner.request_timeout, orx).await {
+        Ok(Ok(a)) => a,
+        Ok(Err(_)) => {
+            return Err(Error::transport("the session closed before the bus answered; the outcome is unknown")
+                .with_dedupe_key(dedupe_key))
+        }
+        Err(_) => {
+            inner.pending.lock().unwrap().remove(&r);
+            let message = format!("no answer to {op} within {:?}; the outcome is unknown", inner.request_timeout);
+            return Err(Error::Timeout { message, dedupe_key: dedupe_key.map(str::to_string) });
+        }
+    };
+    if answer["ok"] == json!(true) {
+        return Ok(match answer.get("result") {
+            Some(v @ Value::Object(_)) => v.clone(),
+            _ => json!({}),
+        });
+    }
+    Err(Error::from_body(answer.get("error").unwrap_or(&Value::Null), None).with_dedupe_key(dedupe_key))
+}
