@@ -15,11 +15,35 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The server flags a single role does not use. They stay accepted (one environment file or
+/// config file serves every role of a deployment) but are hidden from that role's `--help`, so
+/// the help lists what the role reads.
+const IGNORED_BY_ROLE: [(&str, &[&str]); 3] = [
+    ("gateway", &["sweep_interval", "archive_after"]),
+    ("projector", &["admin_token", "sweep_interval", "archive_after", "tls_cert", "tls_key", "node"]),
+    ("sweeper", &["admin_token", "stale_after", "tls_cert", "tls_key"]),
+];
+
+/// The command line, with each role's help listing only the flags it reads.
+pub fn command() -> clap::Command {
+    let mut cmd = <Cli as clap::CommandFactory>::command();
+    for (role, ignored) in IGNORED_BY_ROLE {
+        cmd = cmd.mut_subcommand(role, |mut sub| {
+            for &id in ignored {
+                sub = sub.mut_arg(id, |a| a.hide(true));
+            }
+            sub
+        });
+    }
+    cmd
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run gateway, projector and sweeper in one process (embedded without --nats-url/--database-url).
     Serve(ServerArgs),
-    /// Run only the gateway role against NATS + PostgreSQL.
+    /// Run only the gateway role against NATS + PostgreSQL (flags other roles need are accepted
+    /// and hidden, so one environment file serves every role).
     Gateway(ServerArgs),
     /// Run only the projector role against NATS + PostgreSQL.
     Projector(ServerArgs),
@@ -136,4 +160,27 @@ pub struct ServerArgs {
     /// Log lines as `text` (coloured on a terminal) or `json` (one object a line).
     #[arg(long, env = "SIGNALBUS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown_flags(role: &str) -> Vec<String> {
+        let mut cmd = command();
+        let sub = cmd.find_subcommand_mut(role).unwrap();
+        sub.get_arguments().filter(|a| !a.is_hide_set()).filter_map(|a| a.get_long().map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn each_role_shows_only_the_flags_it_reads_and_accepts_the_rest() {
+        assert!(shown_flags("serve").contains(&"sweep-interval".to_string()));
+        assert!(!shown_flags("gateway").contains(&"sweep-interval".to_string()));
+        assert!(shown_flags("gateway").contains(&"tls-cert".to_string()));
+        assert!(!shown_flags("sweeper").contains(&"tls-cert".to_string()));
+        assert!(!shown_flags("projector").contains(&"admin-token".to_string()));
+        let m = command().try_get_matches_from(["signalbus", "gateway", "--sweep-interval", "5s"]);
+        assert!(m.is_ok(), "a hidden flag is still accepted: {m:?}");
+        command().debug_assert();
+    }
 }

@@ -21,14 +21,14 @@ mod serve;
 mod telemetry;
 mod tls;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 
 use cli::{Cli, Command, ConfigCmd};
 use serve::Roles;
 
 #[tokio::main]
 async fn main() {
-    let matches = Cli::command().get_matches();
+    let matches = cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let roles = match &cli.command {
         Command::Serve(_) => Some(Roles::All),
@@ -81,7 +81,7 @@ async fn main() {
             // Into a buffer first: clap_complete panics on a write error, and a closed pipe
             // (`signalbus completions zsh | head`) is not an error worth a panic.
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "signalbus", &mut script);
+            clap_complete::generate(shell, &mut cli::command(), "signalbus", &mut script);
             let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
             0
         }
