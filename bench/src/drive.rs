@@ -59,27 +59,61 @@ pub struct DriveResult {
     pub projector_lag: Option<LagResult>,
 }
 
+/// What every task of a run counts (also the peer's, `peer/`).
 #[derive(Default)]
-struct Counters {
-    delivered: AtomicU64,
-    accepted: AtomicU64,
-    refused: AtomicU64,
+pub(crate) struct Counters {
+    pub delivered: AtomicU64,
+    pub accepted: AtomicU64,
+    pub refused: AtomicU64,
 }
 
 /// Timeline shared by every task: `base` is t = 0 of the payload stamps.
 #[derive(Clone, Copy)]
-struct Clock {
-    base: Instant,
-    start: Instant,
-    end: Instant,
+pub(crate) struct Clock {
+    pub base: Instant,
+    pub start: Instant,
+    pub end: Instant,
 }
 
 impl Clock {
-    fn us(&self, at: Instant) -> u64 {
+    pub fn us(&self, at: Instant) -> u64 {
         at.saturating_duration_since(self.base).as_micros() as u64
     }
-    fn in_window(&self, at: Instant) -> bool {
+    pub fn in_window(&self, at: Instant) -> bool {
         at >= self.start && at < self.end
+    }
+    /// Whether a payload stamped `stamp` was sent inside the window.
+    pub fn stamp_in_window(&self, stamp: u64) -> bool {
+        stamp >= self.us(self.start) && stamp < self.us(self.end)
+    }
+
+    /// Waits for the turn of send `k` of sender `idx` (of `senders`): its scheduled time when
+    /// paced (`rate` signals/s over all senders), then a free slot of `window`. Returns the stamp
+    /// its payload carries — the scheduled time when paced, so waiting for the window counts as
+    /// latency (no coordinated omission) — or `None` once the run is over.
+    pub async fn next_send(
+        &self,
+        rate: Option<f64>,
+        senders: usize,
+        idx: usize,
+        k: u64,
+        window: &Semaphore,
+    ) -> anyhow::Result<Option<u64>> {
+        let due = match rate {
+            Some(r) => self.base + Duration::from_secs_f64((k * senders as u64 + idx as u64) as f64 / r),
+            None => Instant::now(),
+        };
+        if due >= self.end {
+            return Ok(None);
+        }
+        if rate.is_some() {
+            tokio::time::sleep_until(due).await;
+        }
+        tokio::select! {
+            p = window.acquire() => p?.forget(),
+            _ = tokio::time::sleep_until(self.end) => return Ok(None),
+        }
+        Ok(Some(if rate.is_some() { self.us(due) } else { self.us(Instant::now()) }))
     }
 }
 
@@ -179,7 +213,7 @@ async fn sender(
                         c.fetch_add(1, Ordering::Relaxed);
                         window.add_permits(1);
                         if let Some(stamp) = stamp_of_ref(t) {
-                            if stamp >= clock.us(clock.start) && stamp < clock.us(clock.end) {
+                            if clock.stamp_in_window(stamp) {
                                 let _ = accept.record(clock.us(Instant::now()).saturating_sub(stamp).max(1));
                             }
                         }
@@ -191,23 +225,7 @@ async fn sender(
     };
     let m = cfg.senders as u64;
     let mut k: u64 = 0;
-    loop {
-        let due = match cfg.rate {
-            Some(r) => clock.base + Duration::from_secs_f64((k * m + idx as u64) as f64 / r),
-            None => Instant::now(),
-        };
-        if due >= clock.end {
-            break;
-        }
-        if cfg.rate.is_some() {
-            tokio::time::sleep_until(due).await;
-        }
-        tokio::select! {
-            p = window.acquire() => p?.forget(),
-            _ = tokio::time::sleep_until(clock.end) => break,
-        }
-        // Paced: stamp the scheduled time, so waiting for the window counts as latency.
-        let stamp = if cfg.rate.is_some() { clock.us(due) } else { clock.us(Instant::now()) };
+    while let Some(stamp) = clock.next_send(cfg.rate, cfg.senders, idx, k, &window).await? {
         let to = &recipients[((k * m + idx as u64) % recipients.len() as u64) as usize];
         let frame = format!(
             r#"{{"op":"send","ref":"{k}:{stamp}","to":"{to}","type":"StatusUpdate","payload":{{"t":{stamp},"pad":"{pad}"}}}}"#

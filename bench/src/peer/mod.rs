@@ -14,7 +14,7 @@
 
 mod roles;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::drive::DriveConfig;
+use crate::drive::{Clock, Counters, DriveConfig};
 use crate::report::{latency_histogram, latency_json, per_sec};
 
 /// The TTL signalbus's catalog gives `StatusUpdate` (24 h), as RabbitMQ's per-message
@@ -67,33 +67,6 @@ impl PeerResult {
             "latency": latency_json(&self.latency),
             "accept_latency": latency_json(&self.accept_latency),
         })
-    }
-}
-
-#[derive(Default)]
-struct Counters {
-    delivered: AtomicU64,
-    accepted: AtomicU64,
-    refused: AtomicU64,
-}
-
-/// Timeline shared by every task: `base` is t = 0 of the payload stamps (as in `drive`).
-#[derive(Clone, Copy)]
-struct Clock {
-    base: Instant,
-    start: Instant,
-    end: Instant,
-}
-
-impl Clock {
-    fn us(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.base).as_micros() as u64
-    }
-    fn in_window(&self, at: Instant) -> bool {
-        at >= self.start && at < self.end
-    }
-    fn stamp_in_window(&self, stamp: u64) -> bool {
-        stamp >= self.us(self.start) && stamp < self.us(self.end)
     }
 }
 

@@ -20,8 +20,9 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Clock, Counters, TTL_MS};
+use super::TTL_MS;
 use crate::drive::DriveConfig;
+use crate::drive::{Clock, Counters};
 use crate::report::latency_histogram;
 
 /// Ack a recipient's deliveries at this many, or every `ACK_EVERY` (as `drive`'s recipients).
@@ -51,23 +52,7 @@ pub async fn sender(ch: Channel, s: Sender, clock: Clock, counters: Arc<Counters
         .with_content_type("application/json".into());
     let m = cfg.senders as u64;
     let mut k: u64 = 0;
-    loop {
-        let due = match cfg.rate {
-            Some(r) => clock.base + Duration::from_secs_f64((k * m + s.idx as u64) as f64 / r),
-            None => Instant::now(),
-        };
-        if due >= clock.end {
-            break;
-        }
-        if cfg.rate.is_some() {
-            tokio::time::sleep_until(due).await;
-        }
-        tokio::select! {
-            p = window.acquire() => p?.forget(),
-            _ = tokio::time::sleep_until(clock.end) => break,
-        }
-        // Paced: stamp the scheduled time, so waiting for the window counts as latency.
-        let stamp = if cfg.rate.is_some() { clock.us(due) } else { clock.us(Instant::now()) };
+    while let Some(stamp) = clock.next_send(cfg.rate, cfg.senders, s.idx, k, &window).await? {
         let queue = &s.queues[((k * m + s.idx as u64) % s.queues.len() as u64) as usize];
         let body = format!(r#"{{"t":{stamp},"pad":"{}"}}"#, s.pad);
         let confirm = ch
