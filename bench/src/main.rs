@@ -7,6 +7,11 @@
 //! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
 //! never asserted, because a shared machine makes timed assertions flaky.
 
+// The in-process bus gets the allocator the `signalbus` binary ships with, so the numbers are
+// the shipped binary's; see docs/performance.md, "Allocator".
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bed;
 mod client;
 mod drive;
