@@ -152,7 +152,8 @@ pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)
     // `/metrics` goes on its own listener when asked, and then nowhere else.
     let metrics = match &args.metrics_listen {
         Some(addr) => {
-            serve_metrics(addr, telemetry::metrics_router(metrics), cancel.clone()).await?;
+            let limits = gateway::ConnLimits { tls: None, ..config_file.connections.clone() };
+            serve_metrics(addr, telemetry::metrics_router(metrics), limits, cancel.clone()).await?;
             Router::new()
         }
         None => telemetry::metrics_router(metrics),
@@ -181,8 +182,11 @@ pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)
         let router = gateway::app(gw.clone()).merge(metrics);
         tokio::spawn(gateway::serve_router(listener, router, gw, shutdown))
     } else {
+        // Plain HTTP, under the same connection cap and deadlines as the gateway's listener: a
+        // public ops port must not be held open by silent sockets either.
         let router = telemetry::ops_router(log.clone(), queries.clone()).merge(metrics);
-        tokio::spawn(async move { axum::serve(listener, router).with_graceful_shutdown(shutdown).await })
+        let limits = gateway::ConnLimits { tls: None, ..config_file.connections.clone() };
+        tokio::spawn(gateway::serve_with_limits(listener, router, limits, shutdown))
     };
 
     // The first role to fail stops the others: a half-running bus is worse than a stopped one.
@@ -245,12 +249,17 @@ async fn stop_on_signal(stop: CancellationToken) {
 
 /// Binds `addr` and serves `router` (just `/metrics`) on it until `cancel`. Not one of the roles:
 /// it stops with them, and a failure only costs the scrapes, so it is logged, never fatal.
-async fn serve_metrics(addr: &str, router: Router, cancel: CancellationToken) -> anyhow::Result<()> {
+async fn serve_metrics(
+    addr: &str,
+    router: Router,
+    limits: gateway::ConnLimits,
+    cancel: CancellationToken,
+) -> anyhow::Result<()> {
     let listener =
         tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen for metrics on {addr}"))?;
     info!(addr = %listener.local_addr()?, "serving /metrics on its own listener");
     tokio::spawn(async move {
-        let served = axum::serve(listener, router).with_graceful_shutdown(async move { cancel.cancelled().await });
+        let served = gateway::serve_with_limits(listener, router, limits, async move { cancel.cancelled().await });
         if let Err(e) = served.await {
             tracing::error!(error = %e, "the metrics listener stopped");
         }

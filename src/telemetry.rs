@@ -58,6 +58,8 @@ pub fn init_series(gateway: bool, projector: bool, sweeper: bool, types: &bus::c
     bus::metrics::init();
     if gateway {
         gateway::metrics::init(types);
+    } else {
+        gateway::metrics::init_listener();
     }
     if projector {
         projector::metrics::init();

@@ -64,7 +64,9 @@ pub use api::http::method_not_allowed;
 pub use app::{app, run, serve_router};
 pub use config::{ConnLimits, GatewayConfig};
 pub use error::ApiError;
-pub use listener::Tls;
+// The same limits for every HTTP port of the process: the binary serves the projector's and the
+// sweeper's ops routes (and a separate `/metrics` listener) through it too.
+pub use listener::{serve as serve_with_limits, Tls};
 pub use ratelimit::{FactRate, SendRate};
 pub use state::Gateway;
 

@@ -153,9 +153,7 @@ pub fn init(types: &TypeTable) {
     describe_counter!(SENDS_RATE_LIMITED_TOTAL, "Sends refused by the per-identity send quota.");
     describe_counter!(FACTS_RATE_LIMITED_TOTAL, "Plugin facts refused by the per-identity fact quota.");
     describe_gauge!(WS_ACKS_PENDING, "Ack ids received over WebSockets and not yet recorded.");
-    describe_gauge!(CONNECTIONS, "Open HTTP connections, WebSocket sessions included.");
-    describe_counter!(CONNECTIONS_REFUSED_TOTAL, "Connections refused because the connection cap was reached.");
-    describe_counter!(CONNECTION_TIMEOUTS_TOTAL, "Connections closed for missing a deadline, by kind (header, idle).");
+    init_listener();
 
     use bus::catalog::DeliveryClass::{Async, Sync};
     use RecipientState::{Available, NotAvailableOffline, NotAvailableStale};
@@ -204,13 +202,28 @@ pub fn init(types: &TypeTable) {
     for reason in crate::sessions::hub::CloseReason::ALL {
         metrics::counter!(DISCONNECTS_TOTAL, "reason" => reason.label()).increment(0);
     }
+    for counter in [SENDS_RATE_LIMITED_TOTAL, FACTS_RATE_LIMITED_TOTAL] {
+        metrics::counter!(counter).increment(0);
+    }
+    metrics::gauge!(WS_ACKS_PENDING).increment(0.0);
+}
+
+/// Describes and registers at zero the listener's series: every role serves HTTP through it
+/// (the projector's and sweeper's ops ports too), so a process without the gateway calls this
+/// alone.
+pub fn init_listener() {
+    metrics::describe_gauge!(CONNECTIONS, "Open HTTP connections, WebSocket sessions included.");
+    metrics::describe_counter!(
+        CONNECTIONS_REFUSED_TOTAL,
+        "Connections refused because the connection cap was reached."
+    );
+    metrics::describe_counter!(
+        CONNECTION_TIMEOUTS_TOTAL,
+        "Connections closed for missing a deadline, by kind (header, idle)."
+    );
     for kind in ["header", "idle"] {
         metrics::counter!(CONNECTION_TIMEOUTS_TOTAL, "kind" => kind).increment(0);
     }
-    for counter in [SENDS_RATE_LIMITED_TOTAL, FACTS_RATE_LIMITED_TOTAL, CONNECTIONS_REFUSED_TOTAL] {
-        metrics::counter!(counter).increment(0);
-    }
-    for gauge in [WS_ACKS_PENDING, CONNECTIONS] {
-        metrics::gauge!(gauge).increment(0.0);
-    }
+    metrics::counter!(CONNECTIONS_REFUSED_TOTAL).increment(0);
+    metrics::gauge!(CONNECTIONS).increment(0.0);
 }
