@@ -76,6 +76,13 @@ pub(crate) struct Clock {
 }
 
 impl Clock {
+    /// A run that starts measuring after `warmup` from now, for `duration`.
+    pub fn from_now(warmup: Duration, duration: Duration) -> Clock {
+        let base = Instant::now();
+        let start = base + warmup;
+        Clock { base, start, end: start + duration }
+    }
+
     pub fn us(&self, at: Instant) -> u64 {
         at.saturating_duration_since(self.base).as_micros() as u64
     }
@@ -135,14 +142,11 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
     // Let the session openings and their (empty) startup drains settle before the clock starts.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let base = Instant::now();
-    let start = base + cfg.warmup;
-    let clock = Clock { base, start, end: start + cfg.duration };
+    let clock = Clock::from_now(cfg.warmup, cfg.duration);
     let counters = Arc::new(Counters::default());
     let stop = CancellationToken::new();
     let recipients = Arc::new(recipients);
-    let pad = "x".repeat(cfg.payload_bytes.saturating_sub(r#"{"t":1234567890,"pad":""}"#.len()));
-    let pad: Arc<str> = Arc::from(pad);
+    let pad = padding(cfg.payload_bytes);
 
     let receivers: Vec<_> =
         r_ws.into_iter().map(|ws| tokio::spawn(recipient(ws, clock, counters.clone(), stop.clone()))).collect();
@@ -187,6 +191,11 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         window: cfg.duration,
         projector_lag,
     })
+}
+
+/// The `pad` that makes a `{"t":…,"pad":"…"}` payload `payload_bytes` long.
+pub(crate) fn padding(payload_bytes: usize) -> Arc<str> {
+    Arc::from("x".repeat(payload_bytes.saturating_sub(r#"{"t":1234567890,"pad":""}"#.len())))
 }
 
 async fn sender(

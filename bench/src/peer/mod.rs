@@ -26,10 +26,9 @@ use lapin::options::{
 use lapin::types::FieldTable;
 use lapin::{Connection, ConnectionProperties};
 use serde_json::{json, Value};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::drive::{Clock, Counters, DriveConfig};
+use crate::drive::{padding, Clock, Counters, DriveConfig};
 use crate::report::{latency_histogram, latency_json, per_sec};
 
 /// The TTL signalbus's catalog gives `StatusUpdate` (24 h), as RabbitMQ's per-message
@@ -135,14 +134,11 @@ pub async fn run(url: &str, cfg: &DriveConfig, prefetch: u16) -> anyhow::Result<
     // As `drive`: let the openings settle before the clock starts.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let base = Instant::now();
-    let start = base + cfg.warmup;
-    let clock = Clock { base, start, end: start + cfg.duration };
+    let clock = Clock::from_now(cfg.warmup, cfg.duration);
     let counters = Arc::new(Counters::default());
     let stop = CancellationToken::new();
     let queues = Arc::new(queues);
-    let pad = "x".repeat(cfg.payload_bytes.saturating_sub(r#"{"t":1234567890,"pad":""}"#.len()));
-    let pad: Arc<str> = Arc::from(pad);
+    let pad = padding(cfg.payload_bytes);
 
     let mut conns = Vec::new();
     let mut receivers = Vec::new();
