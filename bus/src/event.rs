@@ -1,5 +1,5 @@
 //! The event catalog: every fact signalbus records, in the past tense, wrapped in one envelope
-//! (seeds/000 "Signal envelope"), and the subject each event is stored under.
+//! (seeds/000 "Signal envelope"); `subjects` names the subject each event is stored under.
 //!
 //! Deliberately does not decide whether an event may happen (`signal.rs`, `send.rs` do) nor
 //! how it is stored (`log/`). Adding an optional field is compatible (named-field MessagePack,
@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::catalog::{Category, DeliveryClass};
-use crate::names::subject_token;
+
+mod subjects;
+
+pub use subjects::{Entity, Subjects};
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: u16 = 1;
@@ -321,65 +324,6 @@ impl EventBody {
             EventBody::SignalRecalled(e) => Some(e.signal_id),
             _ => None,
         }
-    }
-}
-
-/// Which entity a subject belongs to. All events of one entity share one subject, which is what
-/// makes a per-subject compare-and-set a per-entity compare-and-set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Entity<'a> {
-    Signal(Uuid),
-    Agent(&'a str),
-    Session(Uuid),
-    Plugin(&'a str),
-}
-
-/// Builds subjects under a prefix (one prefix per stream, so several streams can share a server).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Subjects {
-    prefix: String,
-}
-
-impl Subjects {
-    pub fn new(prefix: impl Into<String>) -> Self {
-        Self { prefix: prefix.into() }
-    }
-
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    /// The wildcard a stream binds to: `<prefix>.>`.
-    pub fn all(&self) -> String {
-        format!("{}.>", self.prefix)
-    }
-
-    /// `<prefix>.<tenant>.<entity kind>.<id>`
-    pub fn of(&self, tenant: &str, entity: Entity<'_>) -> String {
-        let p = &self.prefix;
-        match entity {
-            Entity::Signal(id) => format!("{p}.{tenant}.sig.{}", id.simple()),
-            Entity::Agent(identity) => format!("{p}.{tenant}.agent.{}", subject_token(identity)),
-            Entity::Session(id) => format!("{p}.{tenant}.sess.{}", id.simple()),
-            Entity::Plugin(name) => format!("{p}.{tenant}.plugin.{}", subject_token(name)),
-        }
-    }
-
-    /// The subject `event` is stored under.
-    pub fn for_event(&self, event: &Event) -> String {
-        let t = &event.tenant;
-        let entity = match &event.body {
-            EventBody::AgentRegistered(e) => Entity::Agent(&e.identity),
-            EventBody::TokenRotated(e) => Entity::Agent(&e.identity),
-            EventBody::AgentRemoved(e) => Entity::Agent(&e.identity),
-            EventBody::SessionOpened(e) => Entity::Session(e.session_id),
-            EventBody::SessionHeartbeat(e) => Entity::Session(e.session_id),
-            EventBody::SessionClosed(e) => Entity::Session(e.session_id),
-            EventBody::PluginFactRecorded(e) => Entity::Plugin(&e.plugin),
-            EventBody::Voided(v) => Entity::Signal(v.signal_id.unwrap_or_default()),
-            body => Entity::Signal(body.signal_id().expect("every other event is about a signal")),
-        };
-        self.of(t, entity)
     }
 }
 
