@@ -36,6 +36,7 @@ async fn delivered_to_session(nats_url: &str, session: &str) -> Vec<uuid::Uuid> 
         .iter()
         .filter_map(|s| match &s.event.body {
             EventBody::SignalDelivered(d) if d.session_id == Some(session) => Some(d.signal_id),
+            EventBody::SignalSent(sent) if sent.pushed_to == Some(session) => Some(sent.signal_id),
             _ => None,
         })
         .collect()

@@ -232,6 +232,26 @@ pub struct SignalSent {
     /// answered it; `None` when queued offline. Recorded so a dedupe repeat answers the same.
     #[serde(default)]
     pub resolved_to_session: Option<Uuid>,
+    /// Set when this one event records the send **and** its delivery: the sending gateway held
+    /// the recipient's session, reserved room in its queue before appending, and queues the push
+    /// as soon as this append is accepted (`delivered_via: ws_push` to this session). Such a
+    /// signal is born delivered: nothing can have recalled or expired it before its first event,
+    /// so no compare-and-set is lost by skipping the separate `signal.delivered`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pushed_to: Option<Uuid>,
+}
+
+impl SignalSent {
+    /// The delivery this send recorded in the same event, if it did (`pushed_to`).
+    pub fn delivery(&self) -> Option<SignalDelivered> {
+        self.pushed_to.map(|session_id| SignalDelivered {
+            signal_id: self.signal_id,
+            to: self.to.clone(),
+            via: DeliveredVia::WsPush,
+            session_id: Some(session_id),
+            redelivered: false,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -142,6 +142,7 @@ pub fn decide_send(
         dedupe_key: req.dedupe_key,
         redacted,
         resolved_to_session: recipient.freshest_session.filter(|_| publish_path != PublishPath::QueuedOffline),
+        pushed_to: None,
     })))
 }
 

@@ -7,7 +7,7 @@
 //! Deliberately no I/O and no clock: `now` is an argument. The compare-and-set that makes a
 //! decision stick under concurrency lives in `store.rs`; these rules only say what is allowed.
 //!
-//! Life: `sent → delivered (→ acked)`, `sent → expired`, `sent → recalled`. Terminal outcomes
+//! Life: `sent → delivered (→ acked)` (a send may record its push too: born delivered), `sent → expired`, `sent → recalled`. Terminal outcomes
 //! (delivered, expired, recalled) are final and mutually exclusive; a bounce never lives at all.
 
 use chrono::{DateTime, Utc};
@@ -119,6 +119,12 @@ impl SignalState {
             EventBody::SignalSent(sent) if self.status == Status::Absent && !self.bounced => {
                 self.sent = Some(sent.clone());
                 self.status = Status::Pending;
+                // A send that recorded its push is delivered by the same event.
+                if let Some(d) = sent.delivery() {
+                    self.status = Status::Delivered { acked: false };
+                    self.deliveries = 1;
+                    self.last_delivery = Some(d);
+                }
             }
             EventBody::SignalBounced(_) if self.sent.is_none() => self.bounced = true,
             EventBody::SignalDelivered(d) if matches!(self.status, Status::Pending | Status::Delivered { .. }) => {
@@ -255,6 +261,10 @@ pub fn decide_hinted(
     command: &SignalCommand,
     now: DateTime<Utc>,
 ) -> Option<DomainResult<Vec<EventBody>>> {
+    // A send that recorded its push is not pending: the hint cannot settle anything on it.
+    if matches!(hint, Hint::Sent(sent) if sent.pushed_to.is_some()) {
+        return None;
+    }
     match (hint, command) {
         (Hint::Sent(sent), SignalCommand::Deliver { to, via, session_id, .. }) => Some(if sent.to != *to {
             Err(DomainError::NotFound)

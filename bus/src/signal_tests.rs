@@ -33,6 +33,7 @@ fn sent() -> EventBody {
         dedupe_key: None,
         redacted: vec![],
         resolved_to_session: None,
+        pushed_to: None,
     }))
 }
 
@@ -262,4 +263,33 @@ fn given_pending_when_someone_else_asks_for_it_then_not_found() {
     given(&[sent()]).when(other.clone(), 1).then_refused(DomainError::NotFound);
     let EventBody::SignalSent(s) = sent() else { unreachable!() };
     assert_eq!(decide_hinted(id(), &Hint::Sent(&s), &other, t0()), Some(Err(DomainError::NotFound)));
+}
+
+fn sent_and_pushed() -> EventBody {
+    let EventBody::SignalSent(mut s) = sent() else { unreachable!() };
+    s.pushed_to = Some(Uuid::from_u128(9));
+    s.publish_path = PublishPath::PushedToWs;
+    EventBody::SignalSent(s)
+}
+
+#[test]
+fn given_a_send_that_recorded_its_push_then_it_is_delivered_and_never_recalled_or_expired() {
+    let state = SignalState::from_events([&sent_and_pushed()]);
+    assert_eq!(state.status, Status::Delivered { acked: false });
+    assert_eq!(state.deliveries, 1);
+    assert_eq!(state.last_delivery.as_ref().and_then(|d| d.session_id), Some(Uuid::from_u128(9)));
+    given(&[sent_and_pushed()]).when(recall("alice"), 1).then_expect(&[]);
+    assert_eq!(RecallOutcome::of(&state, "alice"), RecallOutcome::AlreadyDelivered);
+    given(&[sent_and_pushed()]).when(SignalCommand::Expire, 120).then_refused(DomainError::Refused("already terminal"));
+    given(&[sent_and_pushed()]).when(deliver(false), 1).then_refused(DomainError::Refused("already delivered"));
+    given(&[sent_and_pushed()]).when(ack("bob"), 1).then_expect(&[EventBody::SignalAcked(SignalAcked {
+        signal_id: id(),
+        by: "bob".into(),
+        session_id: None,
+    })]);
+    let EventBody::SignalSent(s) = sent_and_pushed() else { unreachable!() };
+    for command in [deliver(false), SignalCommand::Expire] {
+        let late = t0() + Duration::seconds(120);
+        assert_eq!(decide_hinted(id(), &Hint::Sent(&s), &command, late), None, "{command:?}: read the stream");
+    }
 }

@@ -50,6 +50,7 @@ fn samples() -> Vec<Event> {
             dedupe_key: Some("k1".into()),
             redacted: vec!["token".into()],
             resolved_to_session: None,
+            pushed_to: None,
         })),
         EventBody::SignalBounced(SignalBounced {
             signal_id: sig,

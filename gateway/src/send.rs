@@ -6,8 +6,9 @@
 //! push is recorded on the stream (CONTRACT §13); a sync one whose push is not recorded within
 //! `push_confirm_timeout` is given up on the stream and answered `recipient_unavailable`.
 //!
-//! Deliberately does not push: the pushing node learns of the send from the stream tail, the
-//! same way whether the sender is on this process or another.
+//! Pushes only what it can record in the send's own event: when this process holds the
+//! recipient's session, the send and the push are one append (`delivery::push::PushAtSend`);
+//! otherwise the pushing node learns of the send from the stream tail.
 
 use bus::catalog::DeliveryClass;
 use bus::event::{EventBody, PublishPath, RecipientState, SignalSent};
@@ -50,22 +51,32 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
         }
         Err(e) => return Err(e.into()),
     };
+    let mut decision = decision;
     let (signal_id, bounced_state) = match &decision {
         SendDecision::Accepted(s) => (s.signal_id, None),
         SendDecision::Bounced(b) => (b.signal_id, Some(b.recipient_state)),
     };
-    // Watched before the append, so a push recorded at once is not missed.
     let pushing = matches!(&decision, SendDecision::Accepted(s) if s.publish_path == PublishPath::PushedToWs);
-    let watch = pushing.then(|| gw.confirmations().watch(signal_id));
+    // The recipient's session is here: record the send and its push in one event.
+    let at_send = if pushing { gw.deliverer().reserve_push_at_send(resolution.resolved.as_ref()) } else { None };
+    if let (SendDecision::Accepted(sent), Some(push)) = (&mut decision, &at_send) {
+        sent.pushed_to = Some(push.session_id());
+    }
+    // Watched before the append, so a push recorded at once is not missed.
+    let watch = (pushing && at_send.is_none()).then(|| gw.confirmations().watch(signal_id));
     let recorded = gw.store().record_send(tenant, from, decision, now).await?;
     if !recorded.created {
         return repeat(gw, tenant, signal_id, &recorded.state).await;
     }
     match (&recorded.state.sent, recorded.state.bounced) {
         (Some(sent), _) => {
-            let delivered = match watch {
-                Some(w) if w.delivered_within(cfg.push_confirm_timeout).await => true,
-                Some(_) if sent.delivery_class == DeliveryClass::Sync => {
+            let delivered = match (at_send, watch) {
+                (Some(push), _) => {
+                    push.complete(gw.deliverer(), sent, recorded.seq);
+                    true
+                }
+                (None, Some(w)) if w.delivered_within(cfg.push_confirm_timeout).await => true,
+                (None, Some(_)) if sent.delivery_class == DeliveryClass::Sync => {
                     return give_up_sync(gw, tenant, sent).await;
                 }
                 _ => false,

@@ -212,7 +212,16 @@ impl Batch {
                         created_at: s.created_at,
                         expires_at: s.expires_at,
                         seq,
-                    })
+                    });
+                    // A send that recorded its push is delivered by the same event.
+                    if let Some(d) = s.delivery() {
+                        let i = patch(&mut b, d.signal_id);
+                        let p = &mut b.signal_patches[i];
+                        p.delivered_at.get_or_insert(at);
+                        p.via = Some(d.via.as_str().to_string());
+                        p.session = d.session_id;
+                        p.seq = seq;
+                    }
                 }
                 // A bounce never enters signal_queue (CONTRACT §4).
                 EventBody::SignalBounced(_) => {}

@@ -120,7 +120,8 @@ impl Timers {
     pub fn observe(&mut self, seq: u64, event: &Event, now_utc: DateTime<Utc>) {
         let key = |id: Uuid| SignalKey { tenant: event.tenant.clone(), id };
         match &event.body {
-            EventBody::SignalSent(sent) => {
+            // A send that recorded its push is delivered already: no timer.
+            EventBody::SignalSent(sent) if sent.pushed_to.is_none() => {
                 let pending = Pending {
                     signal_type: sent.signal_type.clone(),
                     expires_at: sent.expires_at,

@@ -69,7 +69,12 @@ fn life_of(bodies: &[EventBody]) -> Life {
     let mut life = Life::default();
     for body in bodies {
         match body {
-            EventBody::SignalSent(sent) => life.correlation_id = sent.correlation_id.clone(),
+            EventBody::SignalSent(sent) => {
+                life.correlation_id = sent.correlation_id.clone();
+                if sent.pushed_to.is_some() {
+                    life.terminals.push("delivered");
+                }
+            }
             EventBody::SignalDelivered(d) if d.redelivered => {
                 life.early_redelivery |= !life.terminals.contains(&"delivered");
             }

@@ -130,6 +130,8 @@ impl Follower {
             EventBody::AgentRemoved(r) => {
                 self.hub.close_identity(&event.tenant, &r.identity, CloseReason::AgentRemoved);
             }
+            // Sent and pushed in one event by the gateway that held the session: nothing to push.
+            EventBody::SignalSent(sent) if sent.pushed_to.is_some() => self.confirmations.delivered(sent.signal_id),
             EventBody::SignalSent(sent) => {
                 self.deliverer.on_sent(&event.tenant, sent, stored.seq);
                 (self.announce)(&event.tenant, sent);

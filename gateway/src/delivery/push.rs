@@ -1,6 +1,8 @@
 //! The live push: every `signal.sent` the stream tail reads goes to a session of its recipient
 //! this process holds, through the per-signal compare-and-set, with its frame queued only once
-//! the delivery is recorded. Also the one-signal delivery the startup drain uses.
+//! the delivery is recorded. Also the one-signal delivery the startup drain uses, and the push
+//! at send: a send whose recipient's session this process holds records the send and the push in
+//! one event (`SignalSent::pushed_to`) and queues the frame itself, with no tail round trip.
 //!
 //! Deliberately never waits on a socket: a full queue closes the session as a slow consumer.
 
@@ -8,6 +10,7 @@ use std::sync::Arc;
 
 use bus::event::{DeliveredVia, SignalSent};
 use chrono::Utc;
+use tokio::sync::mpsc::OwnedPermit;
 use uuid::Uuid;
 
 use crate::delivery::{Deliverer, Fresh, Recipient};
@@ -91,5 +94,43 @@ impl Deliverer {
                 tracing::warn!(error = %e, signal_id = %sent.signal_id, "push failed; the signal stays pending");
             }
         });
+    }
+}
+
+/// Room reserved in a local session's queue for a send that is about to record its own push.
+/// Dropping it unused (the append failed, or a dedupe repeat) gives the room back.
+pub struct PushAtSend {
+    session: Arc<SessionHandle>,
+    permit: OwnedPermit<String>,
+}
+
+impl PushAtSend {
+    pub fn session_id(&self) -> Uuid {
+        self.session.id
+    }
+
+    /// Queues the push of `sent`, whose `signal.sent` (carrying `pushed_to`) the stream
+    /// accepted at `seq`: it is delivered there, so it must be handed over now.
+    pub fn complete(self, deliverer: &Deliverer, sent: &SignalSent, seq: u64) {
+        let at = DeliveredAt { seq, correlation_id: sent.correlation_id.clone() };
+        self.session.remember_delivery(sent.signal_id, at);
+        self.permit.send(wire::signal_frame(sent, false));
+        crate::metrics::delivered(&deliverer.config.types, &sent.signal_type, DeliveredVia::WsPush, sent.created_at);
+    }
+}
+
+impl Deliverer {
+    /// Reserves a push at send to `resolved` (the recipient's freshest live session), when this
+    /// process holds it, its startup drain has fixed its position (older signals go out through
+    /// the drain), and its queue has room. `None`: the send records only itself, and the push
+    /// follows the stream tail as for a session held elsewhere.
+    pub fn reserve_push_at_send(&self, resolved: Option<&(Uuid, String)>) -> Option<PushAtSend> {
+        let (id, node) = resolved?;
+        if *node != self.config.node {
+            return None;
+        }
+        let session = self.hub.get(*id).filter(|s| !s.is_closing() && s.drain_target.borrow().is_some())?;
+        let permit = session.out.clone().try_reserve_owned().ok()?;
+        Some(PushAtSend { session, permit })
     }
 }

@@ -114,6 +114,7 @@ async fn queued_before_the_limit(bus: &Bus, payload: String) -> Uuid {
         dedupe_key: None,
         redacted: vec![],
         resolved_to_session: None,
+        pushed_to: None,
     };
     let id = sent.signal_id;
     let event = Event::new("default", Some("alice".into()), now, EventBody::SignalSent(Box::new(sent)));

@@ -195,6 +195,7 @@ fn sent_with_nul(id: Uuid) -> Event {
         dedupe_key: None,
         redacted: vec![],
         resolved_to_session: None,
+        pushed_to: None,
     }));
     Event::new("default", Some("alice".into()), now, body)
 }

@@ -258,7 +258,8 @@ impl Client {
     }
 }
 
-/// How many `signal.delivered` events the stream holds for `signal_id` (tenant `default`).
+/// How many deliveries the stream records for `signal_id` (tenant `default`): `signal.delivered`
+/// events and a `signal.sent` that recorded its push.
 /// Exactly-once is decided on the stream, so this is where a test checks it: a duplicate frame
 /// may arrive any time up to the push grace and beyond, but a duplicate delivery is recorded.
 /// Ask once the signal is acked (its session closed): nothing can be delivered after that.
@@ -266,7 +267,13 @@ pub async fn deliveries(log: &SharedLog, signal_id: &str) -> usize {
     let id = uuid::Uuid::parse_str(signal_id).unwrap();
     let subject = log.subjects().of("default", Entity::Signal(id));
     let events = log.read_subject(&subject).await.unwrap();
-    events.iter().filter(|s| matches!(s.event.body, EventBody::SignalDelivered(_))).count()
+    let recorded = |body: &EventBody| match body {
+        EventBody::SignalDelivered(_) => true,
+        // A send that recorded its push is a delivery too.
+        EventBody::SignalSent(sent) => sent.pushed_to.is_some(),
+        _ => false,
+    };
+    events.iter().filter(|s| recorded(&s.event.body)).count()
 }
 
 /// Polls `f` until it returns true or `wait` passes.

@@ -210,6 +210,7 @@ pub fn sent(id: Uuid, from: &str, to: &str, category: Category, at: DateTime<Utc
             dedupe_key: None,
             redacted: vec!["token".into()],
             resolved_to_session: None,
+            pushed_to: None,
         })),
     )
 }
