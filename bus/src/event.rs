@@ -136,8 +136,11 @@ pub enum EventBody {
     SignalBounced(SignalBounced),
     #[serde(rename = "signal.delivered")]
     SignalDelivered(SignalDelivered),
+    /// Written by releases before `signals.acked`; still read.
     #[serde(rename = "signal.acked")]
     SignalAcked(SignalAcked),
+    #[serde(rename = "signals.acked")]
+    SignalsAcked(SignalsAcked),
     #[serde(rename = "signal.expired")]
     SignalExpired(SignalExpired),
     #[serde(rename = "signal.recalled")]
@@ -285,6 +288,20 @@ pub struct SignalAcked {
     pub session_id: Option<Uuid>,
 }
 
+/// A batch of acks by one recipient, stored on its identity's acks subject rather than on each
+/// signal's: an ack decides nothing (no outcome to win, CONTRACT §5), so it needs no
+/// per-signal compare-and-set, and one append records a whole batch. Only signals delivered
+/// to `by` are listed (the writer checked); an id listed twice, or in two batches, keeps its
+/// first `acked_at`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalsAcked {
+    pub by: String,
+    /// The WebSocket session that acked; `None` for HTTP and MCP acks.
+    #[serde(default)]
+    pub session_id: Option<Uuid>,
+    pub signal_ids: Vec<Uuid>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SignalExpired {
     pub signal_id: Uuid,
@@ -326,6 +343,7 @@ impl EventBody {
             EventBody::SignalBounced(_) => "signal.bounced",
             EventBody::SignalDelivered(_) => "signal.delivered",
             EventBody::SignalAcked(_) => "signal.acked",
+            EventBody::SignalsAcked(_) => "signals.acked",
             EventBody::SignalExpired(_) => "signal.expired",
             EventBody::SignalRecalled(_) => "signal.recalled",
             EventBody::PluginFactRecorded(_) => "plugin.fact_recorded",

@@ -65,6 +65,10 @@ pub enum SignalCommand {
     /// that could not complete promptly (its sender is answered `recipient_unavailable`), or a
     /// signal whose recipient was removed.
     Abandon,
+    /// Whether `by` may ack the signal (it was delivered to `by`). Acks decide no outcome, so
+    /// writers record the ones decided here together, one `signals.acked` per batch on the
+    /// recipient's acks subject, rather than each `signal.acked` on the signal's; the signal's
+    /// own subject therefore says `acked: false` unless an older release wrote `signal.acked`.
     Ack {
         by: String,
         session_id: Option<Uuid>,
@@ -234,8 +238,6 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
 pub enum Hint<'a> {
     /// The newest event is the signal's `signal.sent` (a push right after the send).
     Sent(&'a SignalSent),
-    /// The newest event is a delivery to `to`, not acked (the delivering session acks).
-    Delivered { to: &'a str },
     /// The signal is pending and due at `expires_at` (the read model's view: the sweeper).
     Pending { expires_at: DateTime<Utc> },
 }
@@ -244,11 +246,7 @@ impl Hint<'_> {
     /// The state the hint describes, as far as a command's choice may depend on it (the status;
     /// not the signal's body).
     pub fn status(&self) -> SignalState {
-        let status = match self {
-            Hint::Sent(_) | Hint::Pending { .. } => Status::Pending,
-            Hint::Delivered { .. } => Status::Delivered { acked: false },
-        };
-        SignalState { status, ..SignalState::default() }
+        SignalState { status: Status::Pending, ..SignalState::default() }
     }
 }
 
@@ -279,13 +277,6 @@ pub fn decide_hinted(
                 redelivered: false,
             })])
         }),
-        (Hint::Delivered { to }, SignalCommand::Ack { by, session_id }) if *to == by.as_str() => {
-            Some(Ok(vec![EventBody::SignalAcked(SignalAcked {
-                signal_id: id,
-                by: by.clone(),
-                session_id: *session_id,
-            })]))
-        }
         (Hint::Sent(sent), SignalCommand::Expire) => Some(if now >= sent.expires_at {
             Ok(vec![expired(sent)])
         } else {

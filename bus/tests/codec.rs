@@ -80,6 +80,7 @@ fn samples() -> Vec<Event> {
         }),
         // New types go last: a sample's event_id is its index, and existing vectors hold theirs.
         EventBody::AgentRemoved(AgentRemoved { identity: "alice".into() }),
+        EventBody::SignalsAcked(SignalsAcked { by: "bob".into(), session_id: Some(sess), signal_ids: vec![sig, sess] }),
     ];
     bodies
         .into_iter()

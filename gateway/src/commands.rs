@@ -4,10 +4,11 @@
 //! Deliberately thin: `bus::store` decides and appends; this file adds who may ask, what the
 //! caller is told, and the metrics.
 
-use bus::event::PluginFactRecorded;
+use std::collections::HashSet;
+
+use bus::event::{Event, EventBody, PluginFactRecorded, SignalsAcked};
 use bus::names::{plugin_owned_by, validate_plugin};
-use bus::signal::{Hint, RecallOutcome, SignalCommand, SignalState};
-use bus::store::Known;
+use bus::signal::{decide, RecallOutcome, SignalCommand};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde_json::Value;
@@ -44,50 +45,62 @@ pub async fn recall_id(gw: &Gateway, tenant: &str, by: &str, signal_id: &str) ->
     }
 }
 
-/// Records acks of `by` for signals delivered to it. Signals that are not its own, not
-/// delivered, or already acked are skipped: an ack is a hint, never an error.
+/// Records acks of `by` for signals delivered to it, as one `signals.acked` event per
+/// `MAX_ACKS_PER_EVENT` ids on `by`'s acks subject. Signals that are not its own or not
+/// delivered are left out: an ack is a hint, never an error.
 ///
-/// A WebSocket `session` knows where each delivery it made landed on the stream, so an ack of
-/// one of those is a single append conditional on that delivery still being the signal's
-/// newest event, with no read. Anything else (HTTP acks, a lost race, a signal this session
-/// did not deliver) reads the signal and decides. Up to `ACK_CONCURRENCY` ids are recorded at
-/// once: each one in progress holds a round trip's worth of state, so an ack of a thousand
-/// unknown ids must not start a thousand reads together.
+/// An ack decides nothing (no outcome to win), so it needs no per-signal compare-and-set, and
+/// a whole batch is one append. What goes in is checked first: a delivery this WebSocket
+/// `session` made itself is to `by` (a session only receives its own identity's signals) and
+/// needs no read; anything else (HTTP acks, another session's delivery, unknown ids) reads the
+/// signal, up to `ACK_CONCURRENCY` at once — each read in progress holds a round trip's worth
+/// of state, so an ack of a thousand unknown ids must not start a thousand reads together.
 pub async fn ack(gw: &Gateway, tenant: &str, by: &str, session: Option<&SessionHandle>, ids: &[Uuid]) {
     let now = Utc::now();
-    let results = futures::stream::iter(ids.iter().copied())
-        .map(|id| async move { (id, ack_one(gw, tenant, by, session, id, now).await) })
+    let mut seen = HashSet::with_capacity(ids.len());
+    let (mut verified, mut unverified) = (Vec::with_capacity(ids.len()), Vec::new());
+    for &id in ids.iter().filter(|id| seen.insert(**id)) {
+        if session.is_some_and(|s| s.take_delivery(id)) {
+            verified.push(id);
+        } else {
+            unverified.push(id);
+        }
+    }
+    let checks = futures::stream::iter(unverified)
+        .map(|id| async move { (id, delivered_to(gw, tenant, by, id, now).await) })
         .buffer_unordered(ACK_CONCURRENCY);
-    futures::pin_mut!(results);
-    while let Some((id, r)) = results.next().await {
+    futures::pin_mut!(checks);
+    while let Some((id, r)) = checks.next().await {
         match r {
-            Ok(()) | Err(bus::Error::Domain(_)) => {}
+            Ok(true) => verified.push(id),
+            Ok(false) => {}
             Err(e) => tracing::warn!(error = %e, signal_id = %id, "ack not recorded"),
+        }
+    }
+    for chunk in verified.chunks(MAX_ACKS_PER_EVENT) {
+        let body = EventBody::SignalsAcked(SignalsAcked {
+            by: by.to_string(),
+            session_id: session.map(|s| s.id),
+            signal_ids: chunk.to_vec(),
+        });
+        let event = Event::new(tenant, Some(by.to_string()), now, body);
+        if let Err(e) = gw.store().record(&event).await {
+            tracing::warn!(error = %e, acks = chunk.len(), "acks not recorded");
         }
     }
 }
 
-/// Acks of one call recorded at once.
+/// Signals checked against the stream at once.
 const ACK_CONCURRENCY: usize = 16;
 
-async fn ack_one(
-    gw: &Gateway,
-    tenant: &str,
-    by: &str,
-    session: Option<&SessionHandle>,
-    id: Uuid,
-    now: DateTime<Utc>,
-) -> Result<(), bus::Error> {
-    let session_id = session.map(|s| s.id);
-    // This session appended the delivery at `at.seq`, to `by` (a session only receives its own
-    // identity's signals): while that is the newest event, no read is needed.
-    let known = session.and_then(|s| s.take_delivery(id)).map(|at| Known {
-        hint: Hint::Delivered { to: by },
-        last_seq: at.seq,
-        correlation_id: at.correlation_id,
-    });
-    let command = |_: &SignalState| SignalCommand::Ack { by: by.to_string(), session_id };
-    gw.store().execute_hinted(tenant, id, command, by, now, known).await.map(|_| ())
+/// Ids per `signals.acked` event: 1,000 ids are ~40 KB encoded, far under a stream message's limit.
+const MAX_ACKS_PER_EVENT: usize = 1000;
+
+/// Whether `id` is a signal delivered to `by` (so `by` may ack it).
+async fn delivered_to(gw: &Gateway, tenant: &str, by: &str, id: Uuid, now: DateTime<Utc>) -> Result<bool, bus::Error> {
+    let (state, _) = gw.store().load(tenant, id).await?;
+    let command = SignalCommand::Ack { by: by.to_string(), session_id: None };
+    Ok(decide(&state, &command, now).is_ok_and(|events| !events.is_empty()))
 }
 
 /// Who records a plugin fact: an agent, for the plugins it owns, or the admin, for any.

@@ -72,7 +72,7 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
         (Some(sent), _) => {
             let delivered = match (at_send, watch) {
                 (Some(push), _) => {
-                    push.complete(gw.deliverer(), sent, recorded.seq);
+                    push.complete(gw.deliverer(), sent);
                     true
                 }
                 (None, Some(w)) if w.delivered_within(cfg.push_confirm_timeout).await => true,

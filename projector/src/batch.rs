@@ -239,6 +239,20 @@ impl Batch {
                     p.acked_at.get_or_insert(at);
                     p.seq = seq;
                 }
+                EventBody::SignalsAcked(a) => {
+                    for id in &a.signal_ids {
+                        let before = b.signal_patches.len();
+                        let i = patch(&mut b, *id);
+                        let fresh = b.signal_patches.len() > before;
+                        let p = &mut b.signal_patches[i];
+                        p.acked_at.get_or_insert(at);
+                        // Stored on the recipient's acks subject, not the signal's: the newest
+                        // sequence of the signal's subject (the sweeper's compare-and-set) stays.
+                        if fresh {
+                            p.seq = 0;
+                        }
+                    }
+                }
                 EventBody::SignalExpired(e) => {
                     let i = patch(&mut b, e.signal_id);
                     let p = &mut b.signal_patches[i];

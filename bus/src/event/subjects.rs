@@ -16,6 +16,8 @@ pub enum Entity<'a> {
     Agent(&'a str),
     Session(Uuid),
     Plugin(&'a str),
+    /// The ack batches of one recipient identity (`signals.acked`).
+    Acks(&'a str),
 }
 
 /// Builds subjects under a prefix (one prefix per stream, so several streams can share a server).
@@ -46,6 +48,7 @@ impl Subjects {
             Entity::Agent(identity) => format!("{p}.{tenant}.agent.{}", subject_token(identity)),
             Entity::Session(id) => format!("{p}.{tenant}.sess.{}", id.simple()),
             Entity::Plugin(name) => format!("{p}.{tenant}.plugin.{}", subject_token(name)),
+            Entity::Acks(identity) => format!("{p}.{tenant}.acks.{}", subject_token(identity)),
         }
     }
 
@@ -60,6 +63,7 @@ impl Subjects {
             EventBody::SessionHeartbeat(e) => Entity::Session(e.session_id),
             EventBody::SessionClosed(e) => Entity::Session(e.session_id),
             EventBody::PluginFactRecorded(e) => Entity::Plugin(&e.plugin),
+            EventBody::SignalsAcked(e) => Entity::Acks(&e.by),
             EventBody::Voided(v) => Entity::Signal(v.signal_id.unwrap_or_default()),
             body => Entity::Signal(body.signal_id().expect("every other event is about a signal")),
         };

@@ -74,8 +74,6 @@ impl<'a> Recipient<'a> {
 pub struct Delivered<'a> {
     pub sent: Cow<'a, SignalSent>,
     pub redelivered: bool,
-    /// The stream sequence of the `signal.delivered`.
-    pub seq: u64,
 }
 
 impl Deliverer {
@@ -119,13 +117,13 @@ impl Deliverer {
             Err(bus::Error::Domain(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let Some((seq, EventBody::SignalDelivered(d))) = done.appended else { return Ok(None) };
+        let Some((_, EventBody::SignalDelivered(d))) = done.appended else { return Ok(None) };
         let sent = match (done.state.and_then(|s| s.sent), hinted_sent) {
             (Some(sent), _) => Cow::Owned(*sent),
             (None, Some(sent)) => Cow::Borrowed(sent),
             (None, None) => return Ok(None),
         };
         metrics::delivered(&self.config.types, &sent.signal_type, via, sent.created_at);
-        Ok(Some(Delivered { sent, redelivered: d.redelivered, seq }))
+        Ok(Some(Delivered { sent, redelivered: d.redelivered }))
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::mpsc::OwnedPermit;
 use uuid::Uuid;
 
 use crate::delivery::{Deliverer, Fresh, Recipient};
-use crate::sessions::hub::{CloseReason, DeliveredAt, SessionHandle};
+use crate::sessions::hub::{CloseReason, SessionHandle};
 use crate::wire;
 
 impl Deliverer {
@@ -45,8 +45,7 @@ impl Deliverer {
         let Some(d) = self.record(Recipient::session(session), signal_id, fresh, via, allow_redeliver).await? else {
             return Ok(false);
         };
-        let at = DeliveredAt { seq: d.seq, correlation_id: d.sent.correlation_id.clone() };
-        session.remember_delivery(signal_id, at);
+        session.remember_delivery(signal_id);
         permit.send(wire::signal_frame(&d.sent, d.redelivered));
         Ok(true)
     }
@@ -110,10 +109,9 @@ impl PushAtSend {
     }
 
     /// Queues the push of `sent`, whose `signal.sent` (carrying `pushed_to`) the stream
-    /// accepted at `seq`: it is delivered there, so it must be handed over now.
-    pub fn complete(self, deliverer: &Deliverer, sent: &SignalSent, seq: u64) {
-        let at = DeliveredAt { seq, correlation_id: sent.correlation_id.clone() };
-        self.session.remember_delivery(sent.signal_id, at);
+    /// accepted: it is delivered there, so it must be handed over now.
+    pub fn complete(self, deliverer: &Deliverer, sent: &SignalSent) {
+        self.session.remember_delivery(sent.signal_id);
         self.permit.send(wire::signal_frame(sent, false));
         crate::metrics::delivered(&deliverer.config.types, &sent.signal_type, DeliveredVia::WsPush, sent.created_at);
     }

@@ -4,7 +4,7 @@
 //! Deliberately holds no socket: each session's writer task owns its socket half, and the hub
 //! only holds the bounded queue in front of it, so a slow client never blocks anyone else.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
@@ -98,14 +98,6 @@ impl CloseReason {
 /// grow this without bound.
 const MAX_REMEMBERED: usize = 4096;
 
-/// Where a delivery this session recorded landed: the stream sequence of its `signal.delivered`,
-/// which an ack can use as its compare-and-set instead of reading the signal back.
-#[derive(Debug, Clone)]
-pub struct DeliveredAt {
-    pub seq: u64,
-    pub correlation_id: Option<String>,
-}
-
 /// Non-data frames, sent ahead of any queued data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
@@ -131,9 +123,10 @@ pub struct SessionHandle {
     closing: CancellationToken,
     reason: Mutex<Option<CloseReason>>,
     last_seen: Mutex<Instant>,
-    /// Deliveries to this session not yet acked through it (empty maps do not allocate, so
+    /// Deliveries to this session not yet acked through it: an ack of one of these needs no
+    /// read to know the signal was delivered to this identity (empty sets do not allocate, so
     /// an idle session pays nothing for this).
-    delivered: Mutex<HashMap<Uuid, DeliveredAt>>,
+    delivered: Mutex<HashSet<Uuid>>,
 }
 
 impl SessionHandle {
@@ -156,7 +149,7 @@ impl SessionHandle {
             closing: CancellationToken::new(),
             reason: Mutex::new(None),
             last_seen: Mutex::new(Instant::now()),
-            delivered: Mutex::new(HashMap::new()),
+            delivered: Mutex::new(HashSet::new()),
         }
     }
 
@@ -186,16 +179,16 @@ impl SessionHandle {
         *self.last_seen.lock().unwrap()
     }
 
-    /// Remembers that `signal_id` was delivered to this session at stream sequence `at.seq`.
-    pub fn remember_delivery(&self, signal_id: Uuid, at: DeliveredAt) {
-        let mut map = self.delivered.lock().unwrap();
-        if map.len() < MAX_REMEMBERED || map.contains_key(&signal_id) {
-            map.insert(signal_id, at);
+    /// Remembers that `signal_id` was delivered to this session.
+    pub fn remember_delivery(&self, signal_id: Uuid) {
+        let mut set = self.delivered.lock().unwrap();
+        if set.len() < MAX_REMEMBERED {
+            set.insert(signal_id);
         }
     }
 
-    /// The remembered delivery of `signal_id`, forgotten: an ack uses it once.
-    pub fn take_delivery(&self, signal_id: Uuid) -> Option<DeliveredAt> {
+    /// Whether `signal_id` was delivered to this session, forgotten: an ack uses it once.
+    pub fn take_delivery(&self, signal_id: Uuid) -> bool {
         self.delivered.lock().unwrap().remove(&signal_id)
     }
 

@@ -231,6 +231,7 @@ mod tests {
             dedupe_key: None,
             redacted: vec![],
             resolved_to_session: None,
+            pushed_to: None,
         };
         let expected = |s: &SignalSent, p: Value, r: bool| {
             json!({"op": "signal", "signal": {
@@ -275,6 +276,7 @@ mod tests {
             dedupe_key: None,
             redacted: vec![],
             resolved_to_session: None,
+            pushed_to: None,
         };
         let out = serde_json::to_string(&PushSignal::delivered(Cow::Owned(sent), false)).unwrap();
         assert!(out.contains(&format!(r#""payload":{deep},"#)), "{out}");

@@ -215,6 +215,23 @@ pub fn sent(id: Uuid, from: &str, to: &str, category: Category, at: DateTime<Utc
     )
 }
 
+/// A `signal.sent` that recorded its push to `session` in the same event.
+pub fn sent_pushed(id: Uuid, from: &str, to: &str, session: Uuid, at: DateTime<Utc>) -> Event {
+    let mut event = sent(id, from, to, Category::Info, at, Duration::hours(1));
+    if let EventBody::SignalSent(s) = &mut event.body {
+        s.recipient_state = RecipientState::Available;
+        s.publish_path = PublishPath::PushedToWs;
+        s.resolved_to_session = Some(session);
+        s.pushed_to = Some(session);
+    }
+    event
+}
+
+/// One `signals.acked` batch.
+pub fn acks(ids: &[Uuid], by: &str, session: Option<Uuid>, at: DateTime<Utc>) -> Event {
+    ev(at, EventBody::SignalsAcked(SignalsAcked { by: by.into(), session_id: session, signal_ids: ids.to_vec() }))
+}
+
 pub fn bounced(id: Uuid, from: &str, to: &str, at: DateTime<Utc>) -> Event {
     ev(
         at,
