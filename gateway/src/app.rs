@@ -16,6 +16,7 @@ use bus::log::SharedLog;
 use projector::queries::Queries;
 
 use crate::api::{http, mcp, ws};
+use crate::backpressure;
 use crate::config::GatewayConfig;
 use crate::delivery::follower::{self, Follower};
 use crate::error::ApiError;
@@ -69,6 +70,16 @@ impl Gateway {
         };
         reaper::spawn_node_watch(reaper.clone(), gw.tasks());
         reaper::spawn(reaper, gw.tasks());
+        if let Some(max_lag) = gw.config().max_projector_lag {
+            let watch = backpressure::Watch {
+                backpressure: gw.backpressure().clone(),
+                queries: gw.queries().clone(),
+                applied: gw.applied().clone(),
+                max_lag,
+                shutdown: gw.shutdown_token().clone(),
+            };
+            backpressure::spawn(watch, gw.tasks());
+        }
         tracing::info!(node = %gw.config().node, seq = target, "gateway caught up with the stream");
         Ok(gw)
     }

@@ -56,6 +56,9 @@ pub struct GatewayConfig {
     pub fact_page_bytes: usize,
     /// How many connections this process holds and how long they may stay silent.
     pub connections: ConnLimits,
+    /// How far the read models may trail the stream before sends wait for them
+    /// (`backpressure.rs`); `None` never holds a send.
+    pub max_projector_lag: Option<Duration>,
 }
 
 /// Limits on the connections one gateway process serves (`listener.rs`).
@@ -111,6 +114,7 @@ impl Default for GatewayConfig {
             fact_rate: Some(FactRate::default()),
             fact_page_bytes: 4 * 1024 * 1024,
             connections: ConnLimits::default(),
+            max_projector_lag: Some(Duration::from_millis(100)),
         }
     }
 }

@@ -41,6 +41,7 @@ pub mod admin;
 mod api;
 mod app;
 pub mod auth;
+mod backpressure;
 mod commands;
 mod config;
 mod delivery;

@@ -33,6 +33,9 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
         let message = format!("{from} is over its send rate; retry in {} ms", wait.as_millis().max(1));
         return Err(ApiError::rate_limited(message, wait));
     }
+    // Held while the read models trail too far (never refused; see `backpressure.rs`), before
+    // anything is resolved against the clock or presence.
+    gw.backpressure().admit().await;
     let now = Utc::now();
     let registered = gw.registry().is_registered(tenant, &req.to);
     let resolution = gw.presence().resolve(tenant, &req.to, now, cfg.stale_after);

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::backpressure::Backpressure;
 use crate::config::GatewayConfig;
 use crate::delivery::confirm::Confirmations;
 use crate::delivery::follower::Applied;
@@ -46,6 +47,7 @@ struct Inner {
     limiter: Arc<SendLimiter>,
     fact_limiter: Arc<SendLimiter>,
     confirmations: Arc<Confirmations>,
+    backpressure: Arc<Backpressure>,
     /// Built once: the hot path (a push per `signal.sent`) clones an `Arc`, not seven.
     deliverer: Arc<Deliverer>,
     lifecycle: Lifecycle,
@@ -103,6 +105,7 @@ impl Gateway {
             tasks,
             applied,
             confirmations: Default::default(),
+            backpressure: Default::default(),
             deliverer,
             lifecycle,
         };
@@ -151,6 +154,9 @@ impl Gateway {
     pub(crate) fn confirmations(&self) -> &Arc<Confirmations> {
         &self.inner.confirmations
     }
+    pub(crate) fn backpressure(&self) -> &Arc<Backpressure> {
+        &self.inner.backpressure
+    }
     pub(crate) fn tasks(&self) -> &TaskTracker {
         &self.inner.tasks
     }
@@ -159,6 +165,11 @@ impl Gateway {
     }
     pub(crate) fn lifecycle(&self) -> &Lifecycle {
         &self.inner.lifecycle
+    }
+
+    /// The stream position this process has applied (what back-pressure measures against).
+    pub(crate) fn applied(&self) -> &Applied {
+        &self.inner.applied
     }
 
     /// The newest stream sequence this process has applied to registry and presence.

@@ -76,29 +76,33 @@ pub fn bounce(signal_id: Uuid, recipient_state: RecipientState) -> ApiError {
 /// Keys come out in the order a `Value` prints them (sorted), so the frame is byte-for-byte what
 /// it was; a stored payload that is not valid JSON still goes out as `null`.
 pub fn signal_frame(s: &SignalSent, redelivered: bool) -> String {
-    use std::fmt::Write;
-    let str_json = |v: &str| Value::from(v).to_string();
+    use std::io::Write;
     let payload =
         if serde_json::from_str::<serde::de::IgnoredAny>(&s.payload).is_ok() { s.payload.as_str() } else { "null" };
-    let correlation = s.correlation_id.as_deref().map_or_else(|| "null".to_string(), str_json);
-    let mut out = String::with_capacity(300 + s.payload.len());
+    let mut out: Vec<u8> = Vec::with_capacity(320 + s.payload.len());
+    // Strings are escaped straight into the frame (`json_str`), not built one by one first.
+    let json_str = |out: &mut Vec<u8>, v: &str| serde_json::to_writer(out, v).expect("a str always serializes");
+    let _ = write!(out, r#"{{"op":"signal","signal":{{"category":"#);
+    json_str(&mut out, s.category.as_str());
+    let _ = write!(out, r#","correlation_id":"#);
+    match s.correlation_id.as_deref() {
+        Some(c) => json_str(&mut out, c),
+        None => out.extend_from_slice(b"null"),
+    }
+    let _ = write!(out, r#","created_at":"{}","delivery_class":"#, ts(s.created_at));
+    json_str(&mut out, s.delivery_class.as_str());
+    let _ = write!(out, r#","expires_at":"{}","from":"#, ts(s.expires_at));
+    json_str(&mut out, &s.from);
     let _ = write!(
         out,
-        r#"{{"op":"signal","signal":{{"category":{},"correlation_id":{},"created_at":"{}","delivery_class":{},"expires_at":"{}","from":{},"id":"{}","payload":{},"priority":{},"redelivered":{},"to":{},"type":{}}}}}"#,
-        str_json(s.category.as_str()),
-        correlation,
-        ts(s.created_at),
-        str_json(s.delivery_class.as_str()),
-        ts(s.expires_at),
-        str_json(&s.from),
-        s.signal_id,
-        payload,
-        s.priority,
-        redelivered,
-        str_json(&s.to),
-        str_json(&s.signal_type),
+        r#","id":"{}","payload":{payload},"priority":{},"redelivered":{redelivered},"to":"#,
+        s.signal_id, s.priority
     );
-    out
+    json_str(&mut out, &s.to);
+    out.extend_from_slice(br#","type":"#);
+    json_str(&mut out, &s.signal_type);
+    out.extend_from_slice(b"}}");
+    String::from_utf8(out).expect("every part is UTF-8")
 }
 
 /// A signal as an HTTP answer hands it out: the push frame's `signal` object (CONTRACT §5),

@@ -1,0 +1,176 @@
+//! Back-pressure from the read models: a send waits while the projector trails the stream by
+//! more than `GatewayConfig::max_projector_lag`, so under load the bus accepts what it can also
+//! project, and reads, drains and dashboards stay fresh instead of falling seconds behind.
+//!
+//! Deliberately never refuses a send, and never waits on a projector that is not moving: a send
+//! is held at most `MAX_HOLD`, and while the checkpoint has not moved for `STALLED_AFTER` (no
+//! projector running, a rebuild, a dead database) nothing is held — a send needs the stream,
+//! not the read models.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use projector::queries::Queries;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::delivery::follower::Applied;
+
+/// How often the projector's checkpoint is compared with the stream position this process sees.
+const POLL: Duration = Duration::from_millis(10);
+
+/// The longest one send is held: past it, it goes ahead whatever the lag.
+const MAX_HOLD: Duration = Duration::from_secs(1);
+
+/// A checkpoint that has not moved for this long while events wait is a stalled projector.
+const STALLED_AFTER: Duration = Duration::from_secs(1);
+
+/// Most stream positions remembered with the instant this process first saw them.
+const MAX_SIGHTINGS: usize = 4096;
+
+/// Whether sends are held now; one per gateway process.
+#[derive(Debug)]
+pub struct Backpressure {
+    over: watch::Sender<bool>,
+}
+
+impl Default for Backpressure {
+    fn default() -> Self {
+        Self { over: watch::Sender::new(false) }
+    }
+}
+
+impl Backpressure {
+    /// Waits while the read models trail by more than the bound, at most `MAX_HOLD`.
+    pub async fn admit(&self) {
+        if !*self.over.borrow() {
+            return;
+        }
+        let mut rx = self.over.subscribe();
+        let _ = tokio::time::timeout(MAX_HOLD, rx.wait_for(|over| !over)).await;
+    }
+
+    fn set(&self, over: bool) {
+        self.over.send_if_modified(|o| std::mem::replace(o, over) != over);
+    }
+}
+
+/// What the watch task reads: the read models' checkpoint and this process's stream position.
+pub struct Watch {
+    pub backpressure: Arc<Backpressure>,
+    pub queries: Arc<dyn Queries>,
+    pub applied: Applied,
+    pub max_lag: Duration,
+    pub shutdown: CancellationToken,
+}
+
+/// Starts the task that decides, every `POLL`, whether sends are held.
+pub fn spawn(w: Watch, tasks: &TaskTracker) {
+    tasks.spawn(async move {
+        let mut lag = Lag::new(Instant::now());
+        let mut tick = tokio::time::interval(POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = w.shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let now = Instant::now();
+            lag.saw(w.applied.get(), now);
+            let over = match w.queries.applied_seq().await {
+                Ok(checkpoint) => lag.over(checkpoint, now, w.max_lag),
+                // The read models cannot be asked: nothing to wait for.
+                Err(_) => false,
+            };
+            w.backpressure.set(over);
+        }
+    });
+}
+
+/// How long the oldest event the projector has not applied has been on the stream, as seen by
+/// this process: each new stream position is remembered with the instant it was first seen.
+#[derive(Debug)]
+struct Lag {
+    sightings: VecDeque<(u64, Instant)>,
+    checkpoint: Option<u64>,
+    moved_at: Instant,
+}
+
+impl Lag {
+    fn new(now: Instant) -> Self {
+        // A checkpoint never seen to move counts as stalled: no projector, nothing to wait for.
+        Self { sightings: VecDeque::new(), checkpoint: None, moved_at: now - STALLED_AFTER }
+    }
+
+    fn saw(&mut self, position: u64, now: Instant) {
+        if self.sightings.back().is_none_or(|(seq, _)| position > *seq) {
+            if self.sightings.len() == MAX_SIGHTINGS {
+                self.sightings.pop_front();
+            }
+            self.sightings.push_back((position, now));
+        }
+    }
+
+    /// Whether the projector, at `checkpoint`, trails by more than `max` and is still moving.
+    fn over(&mut self, checkpoint: u64, now: Instant, max: Duration) -> bool {
+        if self.checkpoint.is_some_and(|c| c != checkpoint) {
+            self.moved_at = now;
+        }
+        self.checkpoint = Some(checkpoint);
+        while self.sightings.front().is_some_and(|(seq, _)| *seq <= checkpoint) {
+            self.sightings.pop_front();
+        }
+        let Some((_, first_seen)) = self.sightings.front() else { return false };
+        let stalled = now - self.moved_at >= STALLED_AFTER;
+        now - *first_seen > max && !stalled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: Duration = Duration::from_millis(100);
+
+    fn ms(t0: Instant, n: u64) -> Instant {
+        t0 + Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_moving_projector_past_the_bound_holds_sends_until_it_catches_up() {
+        let t0 = Instant::now();
+        let mut lag = Lag::new(t0);
+        lag.saw(10, t0);
+        assert!(!lag.over(5, ms(t0, 10), MAX), "a checkpoint never seen moving is not waited for");
+        lag.saw(20, ms(t0, 50));
+        assert!(!lag.over(6, ms(t0, 60), MAX), "moving, 60 ms behind: under the bound");
+        assert!(lag.over(9, ms(t0, 150), MAX), "moving, 150 ms behind");
+        assert!(lag.over(10, ms(t0, 160), MAX), "events seen at 50 ms still wait: 110 ms behind");
+        assert!(!lag.over(20, ms(t0, 170), MAX), "caught up");
+    }
+
+    #[test]
+    fn a_stalled_projector_is_never_waited_for() {
+        let t0 = Instant::now();
+        let mut lag = Lag::new(t0);
+        lag.saw(10, t0);
+        assert!(!lag.over(1, ms(t0, 10), MAX));
+        assert!(lag.over(2, ms(t0, 500), MAX), "it moved: held");
+        assert!(lag.over(2, ms(t0, 1400), MAX), "not moved for 0.9 s: still held");
+        assert!(!lag.over(2, ms(t0, 1600), MAX), "not moved for 1.1 s: stalled, let through");
+        assert!(lag.over(3, ms(t0, 1700), MAX), "moving again: held again");
+    }
+
+    #[test]
+    fn sightings_stay_bounded() {
+        let t0 = Instant::now();
+        let mut lag = Lag::new(t0);
+        for seq in 1..=(MAX_SIGHTINGS as u64 * 2) {
+            lag.saw(seq, ms(t0, seq));
+        }
+        assert_eq!(lag.sightings.len(), MAX_SIGHTINGS);
+    }
+}
