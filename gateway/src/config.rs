@@ -103,7 +103,7 @@ impl Default for GatewayConfig {
             tenant_default: "default".to_string(),
             outbound_buffer: 1024,
             max_frame_bytes: 1024 * 1024,
-            ack_flush_interval: Duration::from_millis(50),
+            ack_flush_interval: Duration::from_millis(10),
             drain_wait: Duration::from_secs(10),
             drain_batch: 500,
             push_grace: Duration::from_millis(250),
