@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use bus::event::{EventBody, SessionKind, SignalSent, Surface};
+use bus::event::{EventBody, SessionKind, SignalDelivered, SignalSent, Surface};
 use bus::send::MAX_CORRELATION_ID_CHARS;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -39,6 +39,16 @@ pub struct SentRow {
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub seq: i64,
+}
+
+impl SignalPatch {
+    /// Stamps a delivery recorded at `at`, stream sequence `seq`.
+    fn delivered(&mut self, d: &SignalDelivered, at: DateTime<Utc>, seq: i64) {
+        self.delivered_at.get_or_insert(at);
+        self.via = Some(d.via.as_str().to_string());
+        self.session = d.session_id;
+        self.seq = seq;
+    }
 }
 
 /// Everything a batch stamps on one existing (or just inserted) signal row.
@@ -216,22 +226,14 @@ impl Batch {
                     // A send that recorded its push is delivered by the same event.
                     if let Some(d) = s.delivery() {
                         let i = patch(&mut b, d.signal_id);
-                        let p = &mut b.signal_patches[i];
-                        p.delivered_at.get_or_insert(at);
-                        p.via = Some(d.via.as_str().to_string());
-                        p.session = d.session_id;
-                        p.seq = seq;
+                        b.signal_patches[i].delivered(&d, at, seq);
                     }
                 }
                 // A bounce never enters signal_queue (CONTRACT §4).
                 EventBody::SignalBounced(_) => {}
                 EventBody::SignalDelivered(d) => {
                     let i = patch(&mut b, d.signal_id);
-                    let p = &mut b.signal_patches[i];
-                    p.delivered_at.get_or_insert(at);
-                    p.via = Some(d.via.as_str().to_string());
-                    p.session = d.session_id;
-                    p.seq = seq;
+                    b.signal_patches[i].delivered(d, at, seq);
                 }
                 EventBody::SignalAcked(a) => {
                     let i = patch(&mut b, a.signal_id);
