@@ -164,6 +164,29 @@ mod tests {
         assert!(lag.over(3, ms(t0, 1700), MAX), "moving again: held again");
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_held_send_goes_ahead_when_the_lag_clears_or_after_the_longest_hold() {
+        let bp = Arc::new(Backpressure::default());
+        let start = Instant::now();
+        bp.admit().await;
+        assert_eq!(start.elapsed(), Duration::ZERO, "not over: not held");
+
+        bp.set(true);
+        let clearing = bp.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            clearing.set(false);
+        });
+        let start = Instant::now();
+        bp.admit().await;
+        assert_eq!(start.elapsed(), Duration::from_millis(300), "held until the lag cleared");
+
+        bp.set(true);
+        let start = Instant::now();
+        bp.admit().await;
+        assert_eq!(start.elapsed(), MAX_HOLD, "never held longer than MAX_HOLD");
+    }
+
     #[test]
     fn sightings_stay_bounded() {
         let t0 = Instant::now();
