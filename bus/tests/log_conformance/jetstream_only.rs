@@ -187,3 +187,34 @@ async fn unreachable_server_is_unavailable() {
     let r = JetStreamLog::connect(&url, JetStreamConfig::default()).await;
     assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
 }
+
+/// A live tail that reads nothing while far more than the shared tail retains is appended (50
+/// plugin facts of ~900 KB: the upstream keeps 32 MiB alive, so the oldest are let go unread)
+/// still yields every event, in order and whole, from a private tail where the broadcast let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tail_behind_more_than_the_retained_bytes_misses_nothing() {
+    use bus::event::{Event, EventBody, PluginFactRecorded};
+
+    let b = JetStream::<Debian>::open().await;
+    let log = b.log();
+    let mut tail = log.tail(1).await.unwrap();
+    let state = |n: u64| format!("{{\"n\":{n},\"pad\":\"{}\"}}", "x".repeat(900_000));
+    for n in 1..=50u64 {
+        let fact = PluginFactRecorded {
+            plugin: "alice".into(),
+            seq: n,
+            fact_type: "big".into(),
+            state: state(n),
+            recorded_by: "alice".into(),
+        };
+        let event =
+            Event::new("default", Some("alice".into()), chrono::Utc::now(), EventBody::PluginFactRecorded(fact));
+        log.append(&event, Expect::Any).await.unwrap();
+    }
+    for seq in 1..=50u64 {
+        let stored = next_of(&mut tail).await;
+        assert_eq!(stored.seq, seq);
+        let EventBody::PluginFactRecorded(fact) = &stored.event.body else { panic!("not a fact: {stored:?}") };
+        assert_eq!((fact.seq, fact.state.len()), (seq, state(seq).len()));
+    }
+}

@@ -13,8 +13,9 @@
 //! undecodable event yielded as an error once, then passed) hold unchanged, and a slow reader
 //! (the projector during a commit) never holds back a fast one (the gateway's pushes).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use async_nats::jetstream::Context;
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -22,16 +23,26 @@ use tokio::task::AbortHandle;
 
 use super::tail::Tail;
 use crate::error::Result;
+use crate::event::EventBody;
 use crate::log::Stored;
 
 /// Events the broadcast holds for a subscriber that is busy (the projector applying a batch
-/// takes tens of milliseconds); past that it catches up on a private tail. Kept modest: the
-/// ring keeps its last `CAPACITY` events alive, which an idle bus pays for in memory.
+/// takes tens of milliseconds); past that it catches up on a private tail.
 const CAPACITY: usize = 4096;
+
+/// Most bytes of events the upstream keeps alive for subscribers that have not read them yet.
+/// The ring itself holds only weak references, so what it keeps alive is bounded by bytes as
+/// well as by count: 4,096 plugin facts of 1 MiB would otherwise pin 4 GiB in every process.
+/// A subscriber that finds an event already let go catches up on a private tail, as if it had
+/// lagged the ring.
+const RETAINED_BYTES: usize = 32 * 1024 * 1024;
+
+/// One broadcast event: its sequence, and the event while the upstream still retains it.
+type Item = (u64, Weak<Stored>);
 
 /// Where subscribers come from: the broadcast and the sequence its upstream started at.
 pub(super) struct Fanout {
-    tx: broadcast::Sender<Arc<Stored>>,
+    tx: broadcast::Sender<Item>,
     /// The newest sequence the upstream has broadcast (or is about to): a subscriber starting
     /// at or before it would never receive those events from the broadcast.
     last_sent: Arc<AtomicU64>,
@@ -67,15 +78,18 @@ impl Fanout {
         let sent = last_sent.clone();
         let mut upstream = source.tail(live_from);
         let task = tokio::spawn(async move {
+            let mut retained = Retained::default();
             loop {
                 // An undecodable event is skipped here: subscribers see the gap and read it on
                 // a private tail, which reports it to each of them once.
                 if let Ok(stored) = upstream.next_event().await {
                     // Stored before the send, read after a subscribe: see `subscribe`.
                     sent.store(stored.seq, Ordering::SeqCst);
+                    let seq = stored.seq;
+                    let weak = retained.keep(Arc::new(stored));
                     // No receivers right now is fine: a later subscriber starts behind and
                     // catches up on its own tail.
-                    let _ = sender.send(Arc::new(stored));
+                    let _ = sender.send((seq, weak));
                 }
             }
         });
@@ -98,17 +112,62 @@ impl Fanout {
     }
 }
 
+/// The newest events the upstream keeps alive: at most `CAPACITY` and `RETAINED_BYTES`.
+#[derive(Default)]
+struct Retained {
+    events: VecDeque<(Arc<Stored>, usize)>,
+    bytes: usize,
+}
+
+impl Retained {
+    fn keep(&mut self, event: Arc<Stored>) -> Weak<Stored> {
+        let weak = Arc::downgrade(&event);
+        let size = approx_bytes(&event);
+        self.bytes += size;
+        self.events.push_back((event, size));
+        while self.events.len() > CAPACITY || (self.bytes > RETAINED_BYTES && self.events.len() > 1) {
+            if let Some((_, size)) = self.events.pop_front() {
+                self.bytes -= size;
+            }
+        }
+        weak
+    }
+}
+
+/// An event's size in memory, near enough to bound what is retained: its large texts plus a
+/// fixed allowance for the rest.
+fn approx_bytes(s: &Stored) -> usize {
+    let body = match &s.event.body {
+        EventBody::SignalSent(sent) => sent.payload.len(),
+        EventBody::PluginFactRecorded(fact) => fact.state.len(),
+        EventBody::SignalsAcked(acks) => acks.signal_ids.len() * 16,
+        _ => 0,
+    };
+    body + s.subject.len() + 512
+}
+
 /// What one wait of a subscriber produced.
 #[allow(clippy::large_enum_variant)] // one lives on the stack per wait, never in a collection
 enum Got {
     Private(Result<Stored>),
     Shared(std::result::Result<Arc<Stored>, RecvError>),
+    /// A broadcast event the upstream no longer retains (past `RETAINED_BYTES`).
+    Released(u64),
+}
+
+impl Got {
+    fn shared(r: std::result::Result<Item, RecvError>) -> Got {
+        match r {
+            Ok((seq, weak)) => weak.upgrade().map_or(Got::Released(seq), |s| Got::Shared(Ok(s))),
+            Err(e) => Got::Shared(Err(e)),
+        }
+    }
 }
 
 /// One tail's view of the shared stream.
 pub(super) struct Subscriber {
     source: Source,
-    rx: broadcast::Receiver<Arc<Stored>>,
+    rx: broadcast::Receiver<Item>,
     /// The sequence the next yielded event must have.
     next: u64,
     /// A broadcast event past `next`: until `next` reaches it, events come from `private`.
@@ -139,9 +198,9 @@ impl Subscriber {
                 // first (the broadcast's first event ends the catch-up once `next` meets it).
                 (Some(tail), false) => tokio::select! {
                     item = tail.next_event() => Got::Private(item),
-                    r = self.rx.recv() => Got::Shared(r),
+                    r = self.rx.recv() => Got::shared(r),
                 },
-                (None, _) => Got::Shared(self.rx.recv().await),
+                (None, _) => Got::shared(self.rx.recv().await),
             };
             match got {
                 Got::Private(item) => {
@@ -159,6 +218,18 @@ impl Subscriber {
                         self.private = Some(self.source.tail(self.next));
                     }
                     self.ahead = Some(s);
+                }
+                // Let go before this subscriber read it: that event and what follows come from
+                // a private tail, until it meets the broadcast again.
+                Got::Released(seq) => {
+                    if seq >= self.next && self.private.is_none() {
+                        tracing::debug!(
+                            next = self.next,
+                            at = seq,
+                            "shared tail let go of an unread event; catching up privately"
+                        );
+                        self.private = Some(self.source.tail(self.next));
+                    }
                 }
                 // The next event received is past `next`, which starts the catch-up.
                 Got::Shared(Err(RecvError::Lagged(_))) => {}
