@@ -80,6 +80,11 @@ pub fn spawn(w: Watch, tasks: &TaskTracker) {
             }
             let now = Instant::now();
             lag.saw(w.applied.get(), now);
+            // Nothing seen since the read models last caught up: no query needed.
+            if lag.caught_up() {
+                w.backpressure.set(false);
+                continue;
+            }
             let over = match w.queries.applied_seq().await {
                 Ok(checkpoint) => lag.over(checkpoint, now, w.max_lag),
                 // The read models cannot be asked: nothing to wait for.
@@ -106,12 +111,18 @@ impl Lag {
     }
 
     fn saw(&mut self, position: u64, now: Instant) {
-        if self.sightings.back().is_none_or(|(seq, _)| position > *seq) {
+        let newest = self.sightings.back().map_or(self.checkpoint.unwrap_or(0), |(seq, _)| *seq);
+        if position > newest {
             if self.sightings.len() == MAX_SIGHTINGS {
                 self.sightings.pop_front();
             }
             self.sightings.push_back((position, now));
         }
+    }
+
+    /// Whether the read models had applied everything seen so far when last asked.
+    fn caught_up(&self) -> bool {
+        self.checkpoint.is_some() && self.sightings.is_empty()
     }
 
     /// Whether the projector, at `checkpoint`, trails by more than `max` and is still moving.
@@ -150,6 +161,10 @@ mod tests {
         assert!(lag.over(9, ms(t0, 150), MAX), "moving, 150 ms behind");
         assert!(lag.over(10, ms(t0, 160), MAX), "events seen at 50 ms still wait: 110 ms behind");
         assert!(!lag.over(20, ms(t0, 170), MAX), "caught up");
+        lag.saw(20, ms(t0, 180));
+        assert!(lag.caught_up(), "nothing new seen: no need to ask");
+        lag.saw(21, ms(t0, 190));
+        assert!(!lag.caught_up());
     }
 
     #[test]

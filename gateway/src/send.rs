@@ -46,7 +46,7 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
         freshest_session: resolution.resolved.as_ref().map(|(id, _)| *id),
     };
     let signal_type = req.signal_type.clone();
-    let decision = match decide_send(&cfg.types, tenant, from, req, view, now, cfg.max_payload_bytes) {
+    let mut decision = match decide_send(&cfg.types, tenant, from, req, view, now, cfg.max_payload_bytes) {
         Ok(d) => d,
         Err(bus::DomainError::UnknownRecipient) => {
             metrics::unknown_recipient(&cfg.types, &signal_type, from);
@@ -54,7 +54,6 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
         }
         Err(e) => return Err(e.into()),
     };
-    let mut decision = decision;
     let (signal_id, bounced_state) = match &decision {
         SendDecision::Accepted(s) => (s.signal_id, None),
         SendDecision::Bounced(b) => (b.signal_id, Some(b.recipient_state)),
