@@ -155,6 +155,7 @@ mod tests {
                 via: crate::event::DeliveredVia::WsPush,
                 session_id: None,
                 redelivered: true,
+                expires_at: Some(Utc::now()),
             }),
         ];
         for body in bodies {

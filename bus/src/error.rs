@@ -16,7 +16,26 @@ pub enum DomainError {
     UnknownRecipient,
     /// The command does not apply in the signal's current state (the reason says which).
     #[error("refused: {0}")]
-    Refused(&'static str),
+    Refused(Refusal),
+}
+
+/// Why a command does not apply to a signal in its current state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("already delivered")]
+    AlreadyDelivered,
+    /// Past its `expires_at`, or expired on the stream; also a delivery that could not be
+    /// stored before the signal's `expires_at` (`EventBody::store_by`).
+    #[error("expired")]
+    Expired,
+    #[error("recalled")]
+    Recalled,
+    #[error("not yet due")]
+    NotYetDue,
+    #[error("already terminal")]
+    AlreadyTerminal,
+    #[error("not delivered")]
+    NotDelivered,
 }
 
 impl DomainError {
@@ -53,6 +72,11 @@ pub enum Error {
     Encode(String),
     #[error("event log storage: {0}")]
     Storage(String),
+    /// The event would count only if stored before its deadline (`EventBody::store_by`: a
+    /// delivery before its signal's `expires_at`), and the stream stored it later or could not
+    /// store it in time: nothing was accepted. `store` turns it into `Refusal::Expired`.
+    #[error("the event could not be stored before its deadline; nothing was accepted")]
+    TooLate,
 }
 
 impl From<sqlx::Error> for Error {

@@ -31,4 +31,4 @@ pub mod send;
 pub mod signal;
 pub mod store;
 
-pub use error::{DomainError, Error, Result};
+pub use error::{DomainError, Error, Refusal, Result};

@@ -13,7 +13,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, Refusal};
 use crate::event::{DeliveredVia, EventBody, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalSent};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,13 +172,13 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
             let redelivered = match state.status {
                 Status::Pending => false,
                 Status::Delivered { acked: false } if *redeliver => true,
-                Status::Delivered { .. } => return Err(DomainError::Refused("already delivered")),
-                Status::Expired => return Err(DomainError::Refused("expired")),
-                Status::Recalled => return Err(DomainError::Refused("recalled")),
+                Status::Delivered { .. } => return Err(DomainError::Refused(Refusal::AlreadyDelivered)),
+                Status::Expired => return Err(DomainError::Refused(Refusal::Expired)),
+                Status::Recalled => return Err(DomainError::Refused(Refusal::Recalled)),
                 Status::Absent => return Err(DomainError::NotFound),
             };
             if state.overdue(now) {
-                return Err(DomainError::Refused("expired"));
+                return Err(DomainError::Refused(Refusal::Expired));
             }
             Ok(vec![EventBody::SignalDelivered(SignalDelivered {
                 signal_id: id,
@@ -186,6 +186,7 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
                 via: *via,
                 session_id: *session_id,
                 redelivered,
+                expires_at: Some(sent.expires_at),
             })])
         }
         SignalCommand::Recall { by } => {
@@ -201,8 +202,8 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
         }
         SignalCommand::Expire => match state.status {
             Status::Pending if state.overdue(now) => Ok(vec![expired(sent)]),
-            Status::Pending => Err(DomainError::Refused("not yet due")),
-            _ => Err(DomainError::Refused("already terminal")),
+            Status::Pending => Err(DomainError::Refused(Refusal::NotYetDue)),
+            _ => Err(DomainError::Refused(Refusal::AlreadyTerminal)),
         },
         SignalCommand::Abandon => match state.status {
             Status::Pending => Ok(vec![EventBody::SignalExpired(SignalExpired {
@@ -210,8 +211,8 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
                 expires_at: sent.expires_at,
                 undeliverable: true,
             })]),
-            Status::Delivered { .. } => Err(DomainError::Refused("already delivered")),
-            _ => Err(DomainError::Refused("already terminal")),
+            Status::Delivered { .. } => Err(DomainError::Refused(Refusal::AlreadyDelivered)),
+            _ => Err(DomainError::Refused(Refusal::AlreadyTerminal)),
         },
         SignalCommand::Ack { by, session_id } => {
             if sent.to != *by {
@@ -224,7 +225,7 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
                     session_id: *session_id,
                 })]),
                 Status::Delivered { acked: true } => Ok(vec![]),
-                _ => Err(DomainError::Refused("not delivered")),
+                _ => Err(DomainError::Refused(Refusal::NotDelivered)),
             }
         }
     }
@@ -267,7 +268,7 @@ pub fn decide_hinted(
         (Hint::Sent(sent), SignalCommand::Deliver { to, via, session_id, .. }) => Some(if sent.to != *to {
             Err(DomainError::NotFound)
         } else if now >= sent.expires_at {
-            Err(DomainError::Refused("expired"))
+            Err(DomainError::Refused(Refusal::Expired))
         } else {
             Ok(vec![EventBody::SignalDelivered(SignalDelivered {
                 signal_id: id,
@@ -275,12 +276,13 @@ pub fn decide_hinted(
                 via: *via,
                 session_id: *session_id,
                 redelivered: false,
+                expires_at: Some(sent.expires_at),
             })])
         }),
         (Hint::Sent(sent), SignalCommand::Expire) => Some(if now >= sent.expires_at {
             Ok(vec![expired(sent)])
         } else {
-            Err(DomainError::Refused("not yet due"))
+            Err(DomainError::Refused(Refusal::NotYetDue))
         }),
         (Hint::Pending { expires_at }, SignalCommand::Expire) if now >= *expires_at => {
             Some(Ok(vec![EventBody::SignalExpired(SignalExpired {

@@ -44,6 +44,7 @@ fn delivered(redelivered: bool) -> EventBody {
         via: DeliveredVia::WsPush,
         session_id: None,
         redelivered,
+        expires_at: Some(t0() + Duration::seconds(60)),
     })
 }
 
@@ -99,15 +100,15 @@ fn given_pending_when_delivered_then_delivered_event() {
 
 #[test]
 fn given_pending_past_ttl_when_delivered_then_refused() {
-    given(&[sent()]).when(deliver(false), 60).then_refused(DomainError::Refused("expired"));
+    given(&[sent()]).when(deliver(false), 60).then_refused(DomainError::Refused(Refusal::Expired));
 }
 
 #[test]
 fn given_recalled_or_expired_when_delivered_then_never_deliverable() {
     let recalled = EventBody::SignalRecalled(SignalRecalled { signal_id: id(), by: "alice".into() });
-    given(&[sent(), recalled]).when(deliver(true), 1).then_refused(DomainError::Refused("recalled"));
+    given(&[sent(), recalled]).when(deliver(true), 1).then_refused(DomainError::Refused(Refusal::Recalled));
     let expired = expired_event();
-    given(&[sent(), expired]).when(deliver(true), 1).then_refused(DomainError::Refused("expired"));
+    given(&[sent(), expired]).when(deliver(true), 1).then_refused(DomainError::Refused(Refusal::Expired));
 }
 
 fn expired_event() -> EventBody {
@@ -120,17 +121,19 @@ fn expired_event() -> EventBody {
 
 #[test]
 fn given_delivered_when_delivered_again_then_refused_unless_redelivery_of_unacked() {
-    given(&[sent(), delivered(false)]).when(deliver(false), 1).then_refused(DomainError::Refused("already delivered"));
+    given(&[sent(), delivered(false)])
+        .when(deliver(false), 1)
+        .then_refused(DomainError::Refused(Refusal::AlreadyDelivered));
     given(&[sent(), delivered(false)]).when(deliver(true), 1).then_expect(&[delivered(true)]);
     let acked = EventBody::SignalAcked(SignalAcked { signal_id: id(), by: "bob".into(), session_id: None });
     given(&[sent(), delivered(false), acked])
         .when(deliver(true), 1)
-        .then_refused(DomainError::Refused("already delivered"));
+        .then_refused(DomainError::Refused(Refusal::AlreadyDelivered));
 }
 
 #[test]
 fn given_delivered_unacked_past_ttl_when_redelivered_then_refused() {
-    given(&[sent(), delivered(false)]).when(deliver(true), 61).then_refused(DomainError::Refused("expired"));
+    given(&[sent(), delivered(false)]).when(deliver(true), 61).then_refused(DomainError::Refused(Refusal::Expired));
 }
 
 #[test]
@@ -186,12 +189,12 @@ fn given_nothing_or_a_bounce_when_anything_then_not_found() {
 
 #[test]
 fn given_pending_when_expired_then_only_once_due() {
-    given(&[sent()]).when(SignalCommand::Expire, 59).then_refused(DomainError::Refused("not yet due"));
+    given(&[sent()]).when(SignalCommand::Expire, 59).then_refused(DomainError::Refused(Refusal::NotYetDue));
     let s = given(&[sent()]).when(SignalCommand::Expire, 60).then_expect(&[expired_event()]);
     assert_eq!(s.status, Status::Expired);
     given(&[sent(), delivered(false)])
         .when(SignalCommand::Expire, 100)
-        .then_refused(DomainError::Refused("already terminal"));
+        .then_refused(DomainError::Refused(Refusal::AlreadyTerminal));
 }
 
 #[test]
@@ -201,7 +204,7 @@ fn given_delivered_when_acked_by_recipient_then_acked_once() {
     assert_eq!(s.status, Status::Delivered { acked: true });
     given(&[sent(), delivered(false), acked]).when(ack("bob"), 2).then_expect(&[]);
     given(&[sent(), delivered(false)]).when(ack("alice"), 1).then_refused(DomainError::NotFound);
-    given(&[sent()]).when(ack("bob"), 1).then_refused(DomainError::Refused("not delivered"));
+    given(&[sent()]).when(ack("bob"), 1).then_refused(DomainError::Refused(Refusal::NotDelivered));
 }
 
 #[test]
@@ -222,14 +225,14 @@ fn given_pending_when_abandoned_then_expired_as_undeliverable_and_never_delivere
     });
     let s = given(&[sent()]).when(SignalCommand::Abandon, 2).then_expect(std::slice::from_ref(&abandoned));
     assert_eq!(s.status, Status::Expired);
-    given(&[sent(), abandoned]).when(deliver(true), 3).then_refused(DomainError::Refused("expired"));
+    given(&[sent(), abandoned]).when(deliver(true), 3).then_refused(DomainError::Refused(Refusal::Expired));
 }
 
 #[test]
 fn given_delivered_when_abandoned_then_refused_so_the_delivery_stands() {
     given(&[sent(), delivered(false)])
         .when(SignalCommand::Abandon, 2)
-        .then_refused(DomainError::Refused("already delivered"));
+        .then_refused(DomainError::Refused(Refusal::AlreadyDelivered));
 }
 
 #[test]
@@ -277,8 +280,10 @@ fn given_a_send_that_recorded_its_push_then_it_is_delivered_and_never_recalled_o
     assert_eq!(state.last_delivery.as_ref().and_then(|d| d.session_id), Some(Uuid::from_u128(9)));
     given(&[sent_and_pushed()]).when(recall("alice"), 1).then_expect(&[]);
     assert_eq!(RecallOutcome::of(&state, "alice"), RecallOutcome::AlreadyDelivered);
-    given(&[sent_and_pushed()]).when(SignalCommand::Expire, 120).then_refused(DomainError::Refused("already terminal"));
-    given(&[sent_and_pushed()]).when(deliver(false), 1).then_refused(DomainError::Refused("already delivered"));
+    given(&[sent_and_pushed()])
+        .when(SignalCommand::Expire, 120)
+        .then_refused(DomainError::Refused(Refusal::AlreadyTerminal));
+    given(&[sent_and_pushed()]).when(deliver(false), 1).then_refused(DomainError::Refused(Refusal::AlreadyDelivered));
     given(&[sent_and_pushed()]).when(ack("bob"), 1).then_expect(&[EventBody::SignalAcked(SignalAcked {
         signal_id: id(),
         by: "bob".into(),

@@ -9,7 +9,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::error::{DomainError, Error, Result};
+use crate::error::{DomainError, Error, Refusal, Result};
 use crate::event::{Entity, Event, EventBody, SignalSent};
 use crate::log::{Appended, Expect, SharedLog, Stored};
 use crate::metrics;
@@ -115,7 +115,7 @@ impl SignalStore {
                         lost = true;
                         break;
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(settled(e)),
                 }
             }
             if !lost {
@@ -156,7 +156,7 @@ impl SignalStore {
                     Ok(a) => return Ok(Hinted { appended: Some((a.seq, event.body)), state: None }),
                     // Something happened since the hint: read the stream and decide again.
                     Err(Error::Conflict { .. }) => {}
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(settled(e)),
                 }
             }
         }
@@ -176,7 +176,7 @@ impl SignalStore {
                     return Ok(Hinted { appended: Some((a.seq, event.body)), state: Some(state) });
                 }
                 Err(Error::Conflict { .. }) => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(settled(e)),
             }
         }
         Err(Error::Unavailable(format!("signal {signal_id} is too contended")))
@@ -250,5 +250,14 @@ impl SignalStore {
             }
         }
         Err(Error::Unavailable(format!("plugin {} is too contended", fact.plugin)))
+    }
+}
+
+/// A delivery the log could not store before its signal's `expires_at` is a delivery of an
+/// expired signal: the rules' own answer, so callers handle it as they handle that refusal.
+fn settled(e: Error) -> Error {
+    match e {
+        Error::TooLate => DomainError::Refused(Refusal::Expired).into(),
+        e => e,
     }
 }

@@ -67,6 +67,7 @@ fn samples() -> Vec<Event> {
             via: DeliveredVia::StartupDrain,
             session_id: Some(sess),
             redelivered: true,
+            expires_at: None,
         }),
         EventBody::SignalAcked(SignalAcked { signal_id: sig, by: "bob".into(), session_id: Some(sess) }),
         EventBody::SignalExpired(SignalExpired { signal_id: sig, expires_at: at, undeliverable: false }),
@@ -171,4 +172,32 @@ fn an_event_stored_after_its_acceptance_deadline_reads_as_voided() {
     let mut unstamped = event.clone();
     unstamped.accept_by = None;
     assert_eq!(unstamped.clone().as_stored_at(at + chrono::Duration::days(1)), unstamped, "no deadline, never void");
+}
+
+#[test]
+fn a_delivery_is_stamped_to_count_only_before_its_signal_expires() {
+    let at = Utc.with_ymd_and_hms(2026, 11, 21, 12, 0, 0).unwrap();
+    let window = chrono::Duration::seconds(8);
+    let mut delivery = samples().into_iter().find(|e| e.type_name() == "signal.delivered").unwrap();
+    assert_eq!(delivery.acceptance_deadline(at, window), (at + window, false), "no expiry known: the window");
+    if let EventBody::SignalDelivered(d) = &mut delivery.body {
+        d.expires_at = Some(at + chrono::Duration::seconds(2));
+    }
+    let (accept_by, capped) = delivery.acceptance_deadline(at, window);
+    assert!(capped && accept_by < at + chrono::Duration::seconds(2), "stored at its expiry, it must not count");
+    let mut stamped = delivery.clone();
+    stamped.accept_by = Some(accept_by);
+    assert!(matches!(stamped.as_stored_at(at + chrono::Duration::seconds(2)).body, EventBody::Voided(_)));
+    if let EventBody::SignalDelivered(d) = &mut delivery.body {
+        d.expires_at = Some(at + chrono::Duration::hours(1));
+    }
+    assert_eq!(delivery.acceptance_deadline(at, window), (at + window, false), "a later expiry leaves the window");
+
+    // A send that records its own push is a delivery too; a plain send is not.
+    let mut sent = samples().into_iter().find(|e| e.type_name() == "signal.sent").unwrap();
+    assert_eq!(sent.body.store_by(), None);
+    let EventBody::SignalSent(s) = &mut sent.body else { unreachable!() };
+    s.pushed_to = Some(Uuid::from_u128(1));
+    let expires_at = s.expires_at;
+    assert_eq!(sent.body.store_by(), Some(expires_at));
 }

@@ -266,6 +266,33 @@ async fn own_writes_are_visible_at_once<B: Backend>() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// A delivery carries its signal's `expires_at` as its deadline (`EventBody::store_by`): one
+/// that can only be stored at or after it is refused `TooLate` and nothing is stored; one in
+/// time counts.
+async fn a_delivery_after_its_signals_expiry_is_refused<B: Backend>() {
+    let b = B::open().await;
+    let log = b.log();
+    let delivery = |expires_at| {
+        let body = bus::event::EventBody::SignalDelivered(bus::event::SignalDelivered {
+            signal_id: Uuid::new_v4(),
+            to: "bob".into(),
+            via: bus::event::DeliveredVia::WsPush,
+            session_id: None,
+            redelivered: false,
+            expires_at: Some(expires_at),
+        });
+        bus::event::Event::new(support::TENANT, Some("bob".into()), chrono::Utc::now(), body)
+    };
+    let late = delivery(chrono::Utc::now() - chrono::Duration::milliseconds(1));
+    assert!(matches!(log.append(&late, Expect::Any).await, Err(Error::TooLate)), "a late delivery is refused");
+    assert_eq!(log.last_seq().await.unwrap(), 0, "nothing of a refused delivery is stored");
+    let in_time = delivery(chrono::Utc::now() + chrono::Duration::seconds(60));
+    let a = log.append(&in_time, Expect::Any).await.unwrap();
+    let stored = log.read(a.seq, 1).await.unwrap();
+    assert_eq!(stored[0].event.event_id, in_time.event_id);
+    assert!(matches!(stored[0].event.body, bus::event::EventBody::SignalDelivered(_)), "in time, it counts");
+}
+
 macro_rules! conformance {
     ($backend:ident, $ty:ty) => {
         mod $backend {
@@ -298,6 +325,10 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn own_writes_are_visible_at_once() {
                 super::own_writes_are_visible_at_once::<$ty>().await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_delivery_after_its_signals_expiry_is_refused() {
+                super::a_delivery_after_its_signals_expiry_is_refused::<$ty>().await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn conflict_when_expecting_empty_subject() {

@@ -156,6 +156,9 @@ impl From<bus::Error> for ApiError {
                 tracing::warn!(error = %detail, "append outcome unknown");
                 ApiError::Indeterminate
             }
+            bus::Error::TooLate => ApiError::Unavailable(
+                "the event stream could not store the signal before it expired; nothing was accepted".into(),
+            ),
             bus::Error::Unavailable(ref detail) => {
                 tracing::warn!(error = %detail, "event stream unavailable");
                 ApiError::Unavailable("the event stream could not take the event; nothing was accepted".into())

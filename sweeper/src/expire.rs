@@ -27,7 +27,7 @@ use bus::catalog::TypeTable;
 use bus::event::{Entity, EventBody};
 use bus::signal::{Hint, SignalCommand};
 use bus::store::{Hinted, Known, SignalStore};
-use bus::DomainError;
+use bus::{DomainError, Refusal};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -137,7 +137,7 @@ async fn expire(
         }
         Ok(Hinted { appended: None, .. }) => Ok(Outcome::AlreadyTerminal),
         // The one refusal that means "pending, ask again later" (`bus::signal::decide`).
-        Err(bus::Error::Domain(DomainError::Refused("not yet due"))) => Ok(Outcome::NotYetDue),
+        Err(bus::Error::Domain(DomainError::Refused(Refusal::NotYetDue))) => Ok(Outcome::NotYetDue),
         Err(bus::Error::Domain(DomainError::Refused(_))) => Ok(Outcome::AlreadyTerminal),
         Err(bus::Error::Domain(DomainError::NotFound)) => Ok(Outcome::NotFound),
         Err(e) => Err(e.into()),

@@ -263,6 +263,7 @@ pub fn delivered(
             via,
             session_id: session,
             redelivered,
+            expires_at: None,
         }),
     )
 }

@@ -164,7 +164,8 @@ impl EventLog for EmbeddedLog {
         let body = codec::encode(event)?;
         let subject = self.inner.subjects.for_event(event);
         let (reply, answer) = oneshot::channel();
-        let req = AppendRequest { event_id: event.event_id, subject, body, expect, reply };
+        let store_by = event.body.store_by();
+        let req = AppendRequest { event_id: event.event_id, subject, body, expect, store_by, reply };
         self.inner.commands.send(Command::Append(req)).await.map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
     }

@@ -35,6 +35,9 @@ pub(super) struct AppendRequest {
     pub subject: String,
     pub body: Vec<u8>,
     pub expect: Expect,
+    /// The event's own deadline (`EventBody::store_by`): committed at or after it, it would not
+    /// count, so it is refused instead (`Error::TooLate`).
+    pub store_by: Option<chrono::DateTime<chrono::Utc>>,
     pub reply: oneshot::Sender<Result<Appended>>,
 }
 
@@ -141,6 +144,8 @@ impl Writer {
         let mut known_ids = lookup_event_ids(&mut tx, batch).await?;
         let mut subject_last = lookup_subjects(&mut tx, batch).await?;
 
+        // The commit happens after this instant, so a deadline not after it is surely missed.
+        let now = chrono::Utc::now();
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut rows: Vec<(u64, &AppendRequest)> = Vec::with_capacity(batch.len());
         for req in batch {
@@ -148,6 +153,10 @@ impl Writer {
             // attempt was stored must get that sequence back, not a conflict with itself.
             if let Some(&seq) = known_ids.get(&req.event_id) {
                 outcomes.push(Ok(Appended { seq, duplicate: true }));
+                continue;
+            }
+            if req.store_by.is_some_and(|by| by <= now) {
+                outcomes.push(Err(Error::TooLate));
                 continue;
             }
             if let Expect::LastSubjectSeq(expected) = req.expect {
@@ -164,7 +173,7 @@ impl Writer {
             outcomes.push(Ok(Appended { seq: last, duplicate: false }));
         }
 
-        let stored_at = chrono::Utc::now().timestamp_millis();
+        let stored_at = now.timestamp_millis();
         for chunk in rows.chunks(INSERT_CHUNK) {
             let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO events (seq, subject, event_id, body, stored_at) ");
             qb.push_values(chunk, |mut row, (seq, req)| {

@@ -16,6 +16,9 @@
 //!    and then "nothing was accepted" is the truth. The same holds for a "duplicate" answer to a
 //!    call's first attempt: it points at a copy an earlier call stored, which may be void. A
 //!    caller that retries after "nothing was accepted" therefore appends a new event (a new id).
+//!    An event with a deadline of its own (`EventBody::store_by`: a delivery, before its
+//!    signal's `expires_at`) is stamped with that deadline when it comes first, and answered
+//!    `TooLate` when its copy is void (or the deadline has passed before the first publish).
 //! 4. If the stream answers nothing for `RESOLVE_WITHIN`, the outcome is `Indeterminate`: a copy
 //!    may have been stored just before the stream went silent. Never `Unavailable`, which
 //!    promises that nothing was accepted.
@@ -66,9 +69,18 @@ enum Attempt {
 pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, expect: Expect) -> Result<Appended> {
     let js = &log.js;
     let started = Instant::now();
-    let accept_by = Utc::now() + chrono::Duration::from_std(ACCEPT_WINDOW).expect("a small duration");
+    let now = Utc::now();
+    let window = chrono::Duration::from_std(ACCEPT_WINDOW).expect("a small duration");
+    // A delivery's deadline is its signal's `expires_at` when that comes first: stored later,
+    // it would hand out an expired signal, so such a copy is void like any late one.
+    let (accept_by, capped) = event.acceptance_deadline(now, window);
+    if accept_by <= now {
+        return Err(Error::TooLate);
+    }
     // Answers received before this instant (by our clock) prove a store in time.
     let surely_in_time = accept_by - chrono::Duration::from_std(SKEW_MARGIN).expect("a small duration");
+    let void =
+        |unanswered| if capped { too_late(&subject, event) } else { nothing_accepted(&subject, event, unanswered) };
     let mut stamped = event.clone();
     stamped.accept_by = Some(accept_by);
     let payload: bytes::Bytes = codec::encode(&stamped)?.into();
@@ -88,7 +100,7 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
                 // from an earlier call with this event id, which may have been stored too late
                 // and be void): whether it counts is what the stored copy says.
                 if late || (a.duplicate && unanswered == 0) {
-                    return counts(log, &subject, a, event).await;
+                    return counts(log, &subject, a).await.map_err(|e| e.unwrap_or_else(|| void(1)));
                 }
                 if unanswered > 0 {
                     debug!(subject = %subject, unanswered, seq = a.seq, "append resolved: stored");
@@ -103,7 +115,7 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
                         debug!(subject = %subject, seq = s.seq, "append resolved: an earlier attempt was stored");
                         Ok(Appended { seq: s.seq, duplicate: true })
                     }
-                    Some(_) => Err(nothing_accepted(&subject, event, unanswered)),
+                    Some(_) => Err(void(unanswered)),
                     None => Err(Error::Conflict { subject, expected, found }),
                 };
             }
@@ -130,13 +142,14 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
 
 /// An answer that came late (or a first "duplicate"): the stored copy counts unless the stream stored it after its
 /// `accept_by`, in which case every reader sees it voided and nothing was accepted.
-async fn counts(log: &JetStreamLog, subject: &str, appended: Appended, event: &Event) -> Result<Appended> {
+/// `Err(None)`: the copy is void.
+async fn counts(log: &JetStreamLog, subject: &str, appended: Appended) -> Result<Appended, Option<Error>> {
     // Through the log's read path: on a replicated stream a follower may not hold it yet.
     let copy = super::subject_reads::message_at(&log.stream, log.reads, appended.seq)
         .await
-        .map_err(|e| Error::Indeterminate(format!("cannot read back sequence {}: {e}", appended.seq)))?;
+        .map_err(|e| Some(Error::Indeterminate(format!("cannot read back sequence {}: {e}", appended.seq))))?;
     if matches!(copy.event.body, EventBody::Voided(_)) {
-        return Err(nothing_accepted(subject, event, 1));
+        return Err(None);
     }
     debug!(subject = %subject, seq = appended.seq, "append resolved: the stored copy counts");
     Ok(appended)
@@ -146,6 +159,12 @@ fn nothing_accepted(subject: &str, event: &Event, unanswered: u32) -> Error {
     warn!(subject = %subject, event_type = event.type_name(), unanswered,
         "append stored only after its acceptance deadline; it is void and nothing was accepted");
     Error::Unavailable("the event stream did not answer in time; nothing was accepted".into())
+}
+
+fn too_late(subject: &str, event: &Event) -> Error {
+    warn!(subject = %subject, event_type = event.type_name(), signal_id = ?event.body.signal_id(),
+        "delivery stored only after its signal expired; it is void and nothing was accepted");
+    Error::TooLate
 }
 
 /// The sequence of `event` if it is the newest on `subject`: a compare-and-set that failed
