@@ -26,6 +26,7 @@ pub mod log;
 pub mod metrics;
 pub mod names;
 pub mod nul;
+pub mod presence;
 pub mod redact;
 pub mod send;
 pub mod signal;

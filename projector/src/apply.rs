@@ -54,8 +54,10 @@ pub(crate) async fn apply_in(
     Ok(true)
 }
 
+/// The stale threshold of `bus::presence`, whose rule the `CASE` below spells in SQL (the
+/// projector's tests hold the two to the same answers).
 fn threshold(now: DateTime<Utc>, stale_after: Duration) -> DateTime<Utc> {
-    now - chrono::Duration::from_std(stale_after).unwrap_or(chrono::Duration::seconds(60))
+    bus::presence::stale_threshold(now, stale_after)
 }
 
 /// Recomputes `recipient_state` for the identities `ids` selects; `threshold` is the stale

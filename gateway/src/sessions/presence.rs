@@ -138,24 +138,19 @@ impl Presence {
     /// The recipient state of `identity` at `now` (CONTRACT §2).
     pub fn resolve(&self, tenant: &str, identity: &str, now: DateTime<Utc>, stale_after: Duration) -> Resolution {
         let inner = self.inner.read().unwrap();
-        let threshold = now - chrono::Duration::from_std(stale_after).unwrap_or(chrono::Duration::MAX);
+        let threshold = bus::presence::stale_threshold(now, stale_after);
         let ids = inner.by_identity.get(&(tenant.to_string(), identity.to_string()));
         let entries: Vec<(&Uuid, &Entry)> =
             ids.into_iter().flatten().filter_map(|id| inner.sessions.get_key_value(id)).collect();
         let last_heartbeat = entries.iter().map(|(_, e)| e.last_heartbeat).max();
-        let mut live: Vec<&(&Uuid, &Entry)> = entries.iter().filter(|(_, e)| e.last_heartbeat > threshold).collect();
+        let mut live: Vec<&(&Uuid, &Entry)> =
+            entries.iter().filter(|(_, e)| bus::presence::is_live(e.last_heartbeat, threshold)).collect();
         // Freshest first, ws before piggyback at equal freshness: a push beats a buffer.
         live.sort_by(|a, b| {
             (b.1.surface == Surface::Ws, b.1.last_heartbeat).cmp(&(a.1.surface == Surface::Ws, a.1.last_heartbeat))
         });
         let has_live_ws = live.iter().any(|(_, e)| e.surface == Surface::Ws);
-        let state = if !live.is_empty() {
-            RecipientState::Available
-        } else if !entries.is_empty() {
-            RecipientState::NotAvailableStale
-        } else {
-            RecipientState::NotAvailableOffline
-        };
+        let state = bus::presence::recipient_state(entries.len(), last_heartbeat, threshold);
         Resolution {
             state,
             has_live_ws,
