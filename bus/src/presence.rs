@@ -61,7 +61,10 @@ mod tests {
     fn given_open_sessions_then_the_freshest_heartbeat_decides() {
         let t = stale_threshold(now(), Duration::from_secs(60));
         assert_eq!(recipient_state(2, Some(now() - chrono::Duration::seconds(59)), t), RecipientState::Available);
-        assert_eq!(recipient_state(1, Some(now() - chrono::Duration::seconds(60)), t), RecipientState::NotAvailableStale);
+        assert_eq!(
+            recipient_state(1, Some(now() - chrono::Duration::seconds(60)), t),
+            RecipientState::NotAvailableStale
+        );
         assert_eq!(recipient_state(1, None, t), RecipientState::NotAvailableStale);
     }
 

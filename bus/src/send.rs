@@ -160,6 +160,16 @@ fn refuse_nul(req: &SendRequest) -> DomainResult<()> {
     refuse_in_json("payload", &req.payload)
 }
 
+/// The recipient state a sync send that was given up is answered with: what presence says now,
+/// except that a recipient presence still calls `available` (its session is stuck, or its
+/// gateway gone unnoticed) is answered `not_available_stale` — the push could not complete.
+pub fn unreachable_state(now: RecipientState) -> RecipientState {
+    match now {
+        RecipientState::Available => RecipientState::NotAvailableStale,
+        other => other,
+    }
+}
+
 #[cfg(test)]
 #[path = "send_tests.rs"]
 mod tests;

@@ -37,12 +37,21 @@ pub struct SignalState {
     pub bounced: bool,
     pub deliveries: u32,
     pub last_delivery: Option<SignalDelivered>,
+    /// Expired as undeliverable (`SignalCommand::Abandon`): a sync push that could not complete
+    /// (its sender was answered `recipient_unavailable`), or a removed recipient.
+    pub given_up: bool,
 }
 
 impl Default for SignalState {
     fn default() -> Self {
-        Self { sent: None, status: Status::Absent, bounced: false, deliveries: 0, last_delivery: None }
+        Self { sent: None, status: Status::Absent, bounced: false, deliveries: 0, last_delivery: None, given_up: false }
     }
+}
+
+/// Whether a signal that expires at `expires_at` is past its TTL at `now`: the one TTL rule
+/// (`decide`, the sweeper's timers, the push after the tail).
+pub fn is_due(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    now >= expires_at
 }
 
 /// A command on an existing signal.
@@ -73,6 +82,31 @@ pub enum SignalCommand {
         by: String,
         session_id: Option<Uuid>,
     },
+}
+
+impl SignalCommand {
+    /// The delivery of a signal in `state` to `to`'s session `session_id` (`None`: an inbox
+    /// drain). A signal already delivered and not acked goes out again (`redelivered: true`)
+    /// only when the caller allows redelivery (a startup drain, an inbox drain) and the session
+    /// it went to is neither the asking one nor open (`is_open`, the caller's presence): a
+    /// delivery to a session still open is that session's to ack.
+    pub fn deliver(
+        state: &SignalState,
+        to: &str,
+        via: DeliveredVia,
+        session_id: Option<Uuid>,
+        allow_redeliver: bool,
+        is_open: impl Fn(Uuid) -> bool,
+    ) -> SignalCommand {
+        let redeliver = allow_redeliver
+            && state.status == (Status::Delivered { acked: false })
+            && state
+                .last_delivery
+                .as_ref()
+                .and_then(|d| d.session_id)
+                .is_some_and(|sid| Some(sid) != session_id && !is_open(sid));
+        SignalCommand::Deliver { to: to.to_string(), via, session_id, redeliver }
+    }
 }
 
 /// The answer a recall gets (CONTRACT §6).
@@ -139,7 +173,10 @@ impl SignalState {
             EventBody::SignalAcked(_) if matches!(self.status, Status::Delivered { .. }) => {
                 self.status = Status::Delivered { acked: true };
             }
-            EventBody::SignalExpired(_) if self.status == Status::Pending => self.status = Status::Expired,
+            EventBody::SignalExpired(e) if self.status == Status::Pending => {
+                self.status = Status::Expired;
+                self.given_up = e.undeliverable;
+            }
             EventBody::SignalRecalled(_) if self.status == Status::Pending => self.status = Status::Recalled,
             _ => {}
         }
@@ -150,7 +187,13 @@ impl SignalState {
     }
 
     fn overdue(&self, now: DateTime<Utc>) -> bool {
-        self.sent.as_ref().is_some_and(|s| now >= s.expires_at)
+        self.sent.as_ref().is_some_and(|s| is_due(s.expires_at, now))
+    }
+
+    /// Whether a repeat of this signal's send (same dedupe key) answers as the original did with
+    /// a bounce: a sync send given up on the stream was answered `recipient_unavailable`.
+    pub fn answered_as_bounce(&self) -> bool {
+        self.given_up && self.sent.as_ref().is_some_and(|s| s.delivery_class == crate::catalog::DeliveryClass::Sync)
     }
 }
 
@@ -267,7 +310,7 @@ pub fn decide_hinted(
     match (hint, command) {
         (Hint::Sent(sent), SignalCommand::Deliver { to, via, session_id, .. }) => Some(if sent.to != *to {
             Err(DomainError::NotFound)
-        } else if now >= sent.expires_at {
+        } else if is_due(sent.expires_at, now) {
             Err(DomainError::Refused(Refusal::Expired))
         } else {
             Ok(vec![EventBody::SignalDelivered(SignalDelivered {
@@ -279,12 +322,12 @@ pub fn decide_hinted(
                 expires_at: Some(sent.expires_at),
             })])
         }),
-        (Hint::Sent(sent), SignalCommand::Expire) => Some(if now >= sent.expires_at {
+        (Hint::Sent(sent), SignalCommand::Expire) => Some(if is_due(sent.expires_at, now) {
             Ok(vec![expired(sent)])
         } else {
             Err(DomainError::Refused(Refusal::NotYetDue))
         }),
-        (Hint::Pending { expires_at }, SignalCommand::Expire) if now >= *expires_at => {
+        (Hint::Pending { expires_at }, SignalCommand::Expire) if is_due(*expires_at, now) => {
             Some(Ok(vec![EventBody::SignalExpired(SignalExpired {
                 signal_id: id,
                 expires_at: *expires_at,

@@ -295,3 +295,63 @@ fn given_a_send_that_recorded_its_push_then_it_is_delivered_and_never_recalled_o
         assert_eq!(decide_hinted(id(), &Hint::Sent(&s), &command, late), None, "{command:?}: read the stream");
     }
 }
+
+fn sync_sent() -> EventBody {
+    let EventBody::SignalSent(mut s) = sent() else { unreachable!() };
+    s.delivery_class = DeliveryClass::Sync;
+    EventBody::SignalSent(s)
+}
+
+#[test]
+fn given_a_sync_signal_given_up_then_its_repeat_answers_as_a_bounce() {
+    let s =
+        given(&[sync_sent()]).when(SignalCommand::Abandon, 2).then_expect(&[EventBody::SignalExpired(SignalExpired {
+            signal_id: id(),
+            expires_at: t0() + Duration::seconds(60),
+            undeliverable: true,
+        })]);
+    assert!(s.given_up && s.answered_as_bounce());
+    // Expired by its TTL, a sync signal was not given up: its send was answered, not bounced.
+    let s = given(&[sync_sent()]).when(SignalCommand::Expire, 60).then_expect(&[expired_event()]);
+    assert!(!s.given_up && !s.answered_as_bounce());
+    // An async signal given up (its recipient removed) was answered queued: no bounce.
+    let s = given(&[sent()]).when(SignalCommand::Abandon, 2).then_expect(&[EventBody::SignalExpired(SignalExpired {
+        signal_id: id(),
+        expires_at: t0() + Duration::seconds(60),
+        undeliverable: true,
+    })]);
+    assert!(s.given_up && !s.answered_as_bounce());
+}
+
+#[test]
+fn given_delivered_unacked_then_redelivery_only_to_another_session_when_the_first_is_closed() {
+    let first = Uuid::from_u128(1);
+    let second = Some(Uuid::from_u128(2));
+    let EventBody::SignalDelivered(mut d) = delivered(false) else { unreachable!() };
+    d.session_id = Some(first);
+    let state = SignalState::from_events(&[sent(), EventBody::SignalDelivered(d)]);
+    let redeliver = |session, allow, open: bool| match SignalCommand::deliver(
+        &state,
+        "bob",
+        DeliveredVia::StartupDrain,
+        session,
+        allow,
+        |_| open,
+    ) {
+        SignalCommand::Deliver { redeliver, .. } => redeliver,
+        other => panic!("{other:?}"),
+    };
+    assert!(redeliver(second, true, false), "the first session closed: hand it out again");
+    assert!(!redeliver(second, true, true), "the first session is open: it is that session's to ack");
+    assert!(!redeliver(Some(first), true, false), "never again to the session that has it");
+    assert!(!redeliver(second, false, false), "a live push never redelivers");
+    let pending = SignalState::from_events(&[sent()]);
+    let cmd = SignalCommand::deliver(&pending, "bob", DeliveredVia::WsPush, second, true, |_| false);
+    assert!(matches!(cmd, SignalCommand::Deliver { redeliver: false, .. }), "a pending signal is a first delivery");
+}
+
+#[test]
+fn the_ttl_rule_is_due_at_expires_at_not_before() {
+    assert!(!is_due(t0(), t0() - Duration::milliseconds(1)));
+    assert!(is_due(t0(), t0()));
+}

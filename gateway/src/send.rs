@@ -140,7 +140,7 @@ async fn give_up_sync(gw: &Gateway, tenant: &str, sent: &SignalSent) -> Result<V
         .to_json());
     }
     let now_state = gw.presence().resolve(tenant, &sent.to, Utc::now(), cfg.stale_after).state;
-    let answered = if now_state == RecipientState::Available { RecipientState::NotAvailableStale } else { now_state };
+    let answered = bus::send::unreachable_state(now_state);
     tracing::info!(signal_id = %sent.signal_id, to = %sent.to, "sync push not confirmed in time; answered recipient_unavailable");
     metrics::bounced(&cfg.types, &sent.signal_type, answered);
     Err(wire::bounce(sent.signal_id, answered))
@@ -156,7 +156,7 @@ async fn repeat(
     if let Some(sent) = state.sent.as_deref() {
         let delivered = matches!(state.status, Status::Delivered { .. });
         // A sync send that was given up answered a bounce; its repeat does too.
-        if sent.delivery_class == DeliveryClass::Sync && state.status == Status::Expired && state.deliveries == 0 {
+        if state.answered_as_bounce() {
             return Err(wire::bounce(signal_id, RecipientState::NotAvailableOffline));
         }
         let queued = !delivered && state.status == Status::Pending;

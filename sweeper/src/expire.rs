@@ -84,7 +84,7 @@ pub async fn expire_pending(
     let now = Utc::now();
     // `decide`'s own rule for a pending signal (`now >= expires_at`), checked before anything
     // else so a timer that fired a hair early is retried rather than read for nothing.
-    if now < known.expires_at {
+    if !bus::signal::is_due(known.expires_at, now) {
         return Ok(Outcome::NotYetDue);
     }
     let hint = Known {

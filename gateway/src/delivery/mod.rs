@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bus::event::{DeliveredVia, EventBody, SignalSent};
-use bus::signal::{Hint, SignalCommand, SignalState, Status};
+use bus::signal::{Hint, SignalCommand, SignalState};
 use bus::store::{Known, SignalStore};
 use chrono::Utc;
 use projector::queries::Queries;
@@ -98,17 +98,10 @@ impl Deliverer {
             last_seq: seq,
             correlation_id: sent.correlation_id.clone(),
         });
-        // Hand out again only what went to a session that is gone: a delivery to a session still
-        // open (the asking one, or a sibling) is that session's to ack.
         let command = |state: &SignalState| {
-            let redeliver = allow_redeliver
-                && state.status == (Status::Delivered { acked: false })
-                && state
-                    .last_delivery
-                    .as_ref()
-                    .and_then(|d| d.session_id)
-                    .is_some_and(|sid| Some(sid) != to.session_id && !self.presence.is_open(sid));
-            SignalCommand::Deliver { to: to.identity.to_string(), via, session_id: to.session_id, redeliver }
+            SignalCommand::deliver(state, to.identity, via, to.session_id, allow_redeliver, |sid| {
+                self.presence.is_open(sid)
+            })
         };
         let done = match self.store.execute_hinted(to.tenant, signal_id, command, to.identity, Utc::now(), known).await
         {

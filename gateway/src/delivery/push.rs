@@ -56,7 +56,7 @@ impl Deliverer {
     /// lagging presence view can delay a push but never lose it. The compare-and-set picks one
     /// winner.
     pub fn on_sent(self: &Arc<Self>, tenant: &str, sent: &SignalSent, seq: u64) {
-        if Utc::now() >= sent.expires_at {
+        if bus::signal::is_due(sent.expires_at, Utc::now()) {
             return;
         }
         let Some(freshest_local) = self.hub.of_identity(tenant, &sent.to).into_iter().next() else { return };
