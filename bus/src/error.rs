@@ -14,6 +14,15 @@ pub enum DomainError {
     NotFound,
     #[error("recipient is not registered")]
     UnknownRecipient,
+    /// A registration of an identity that is registered.
+    #[error("{0} is already registered")]
+    AlreadyRegistered(String),
+    /// A command on an identity that is not registered (never, or removed).
+    #[error("no agent {0:?}")]
+    UnknownAgent(String),
+    /// The caller may not do this (the message says what it may do).
+    #[error("{0}")]
+    Forbidden(String),
     /// The command does not apply in the signal's current state (the reason says which).
     #[error("refused: {0}")]
     Refused(Refusal),

@@ -17,6 +17,7 @@
 //! - `store`: load → decide → compare-and-set append, with retries.
 //! - `metrics`: the series this crate records.
 
+pub mod agent;
 pub mod catalog;
 pub mod codec;
 pub mod error;

@@ -9,6 +9,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::agent::{AgentCommand, AgentState};
 use crate::error::{DomainError, Error, Refusal, Result};
 use crate::event::{Entity, Event, EventBody, SignalSent};
 use crate::log::{Appended, Expect, SharedLog, Stored};
@@ -211,6 +212,35 @@ impl SignalStore {
     /// Appends an event that is not part of any signal's life (sessions, agents), unconditionally.
     pub async fn record(&self, event: &Event) -> Result<Appended> {
         self.append(event, Expect::Any).await
+    }
+}
+
+impl SignalStore {
+    /// Decides `command` on agent `identity` against its subject and appends the event with a
+    /// compare-and-set, deciding again whenever another writer got there first, so of
+    /// concurrent registrations (or a registration racing a removal) on every gateway exactly
+    /// one wins. Returns the event and its sequence.
+    pub async fn execute_agent(
+        &self,
+        tenant: &str,
+        identity: &str,
+        command: &AgentCommand,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(u64, Event)> {
+        let subject = self.log.subjects().of(tenant, Entity::Agent(identity));
+        for _ in 0..MAX_ATTEMPTS {
+            let stored = self.log.read_subject(&subject).await?;
+            let last = stored.last().map_or(0, |s| s.seq);
+            let state = AgentState::from_events(stored.iter().map(|s| &s.event.body));
+            let event = Event::new(tenant, Some(actor.to_string()), now, crate::agent::decide(&state, command)?);
+            match self.append(&event, Expect::LastSubjectSeq(last)).await {
+                Ok(a) => return Ok((a.seq, event)),
+                Err(Error::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Unavailable(format!("agent {identity} is too contended")))
     }
 }
 

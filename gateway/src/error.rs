@@ -139,6 +139,9 @@ impl From<DomainError> for ApiError {
             DomainError::PayloadTooLarge(m) => ApiError::PayloadTooLarge(m),
             DomainError::NotFound => ApiError::NotFound("signal not found".into()),
             DomainError::UnknownRecipient => ApiError::UnknownRecipient,
+            DomainError::AlreadyRegistered(who) => ApiError::AlreadyRegistered(format!("{who} is already registered")),
+            DomainError::UnknownAgent(who) => ApiError::NotFound(format!("no agent {who:?}")),
+            DomainError::Forbidden(m) => ApiError::Forbidden(m),
             DomainError::Refused(why) => ApiError::InvalidRequest(format!("refused: {why}")),
         }
     }

@@ -7,8 +7,8 @@
 //! cleanly, and the signals' history stays. Other gateways close their own sessions of the
 //! agent when their tail reads the removal (`delivery/follower.rs`).
 
-use bus::event::{AgentRemoved, Event, EventBody, Surface};
-use bus::log::Expect;
+use bus::agent::AgentCommand;
+use bus::event::Surface;
 use bus::signal::SignalCommand;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -40,16 +40,20 @@ pub async fn remove(gw: &Gateway, tenant: &str, identity: &str) -> Result<Remove
         return Err(ApiError::NotFound(format!("no agent {identity:?} in tenant {tenant}")));
     }
     let now = Utc::now();
-    let body = EventBody::AgentRemoved(AgentRemoved { identity: identity.to_string() });
-    let event = Event::new(tenant, Some("admin".to_string()), now, body);
-    let appended = gw.store().append(&event, Expect::Any).await?;
+    let command = AgentCommand::Remove { identity: identity.to_string() };
+    let (seq, event) = match gw.store().execute_agent(tenant, identity, &command, "admin", now).await {
+        Err(bus::Error::Domain(bus::DomainError::UnknownAgent(_))) => {
+            return Err(ApiError::NotFound(format!("no agent {identity:?} in tenant {tenant}")))
+        }
+        other => other?,
+    };
     // Applied now, not when the tail catches up: the token must stop working at once.
-    gw.registry().apply(appended.seq, &event);
+    gw.registry().apply(seq, &event);
     let ws = gw.hub().close_identity(tenant, identity, CloseReason::AgentRemoved);
     let piggyback = close_piggyback(gw, tenant, identity).await;
     tracing::info!(tenant, identity, ws_sessions = ws, piggyback_sessions = piggyback, "agent removed");
     // Everything sent before the removal is in the read models once they reach it.
-    if let Err(e) = gw.queries().wait_for(appended.seq, gw.config().drain_wait).await {
+    if let Err(e) = gw.queries().wait_for(seq, gw.config().drain_wait).await {
         tracing::warn!(error = %e, tenant, identity, "read models lag; expiring the pending signals they hold");
     }
     let signals_expired = expire_pending(gw, tenant, identity).await?;

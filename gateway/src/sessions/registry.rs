@@ -92,12 +92,6 @@ impl Registry {
         self.get(tenant, identity).is_some()
     }
 
-    /// The stream sequence of the newest `agent.*` event this process applied for the
-    /// identity (0: none), which a registration expects to still be the newest on its subject.
-    pub fn last_seq(&self, tenant: &str, identity: &str) -> u64 {
-        self.inner.read().unwrap().applied.get(&(tenant.to_string(), identity.to_string())).copied().unwrap_or(0)
-    }
-
     /// A tenant's agents, sorted by identity.
     pub fn roster(&self, tenant: &str) -> Vec<(String, AgentEntry)> {
         let inner = self.inner.read().unwrap();
@@ -163,7 +157,6 @@ mod tests {
         r.apply(2, &removed);
         assert_eq!(r.lookup("h1"), None);
         assert!(!r.is_registered("t", "bob"));
-        assert_eq!(r.last_seq("t", "bob"), 2);
         // Registered again: a new token, the old one still refused.
         r.apply(3, &reg("h2"));
         assert_eq!(r.lookup("h2"), Some(("t".into(), "bob".into())));

@@ -11,8 +11,8 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
 use axum::Json;
-use bus::event::{AgentRegistered, Entity, Event, EventBody, SessionKind, TokenRotated};
-use bus::log::Expect;
+use bus::agent::AgentCommand;
+use bus::event::SessionKind;
 use bus::names::{validate_new_identity, validate_tenant};
 use chrono::Utc;
 use serde_json::{json, Value};
@@ -55,39 +55,14 @@ pub async fn register(
         return Err(already());
     }
     let token = new_token();
-    let body = EventBody::AgentRegistered(AgentRegistered {
-        identity: identity.clone(),
-        kind,
-        token_hash: hash_token(&token),
-    });
-    let event = Event::new(&tenant, Some(ADMIN.to_string()), Utc::now(), body);
-    let seq = append_registration(&gw, &event, &identity).await?.ok_or_else(already)?;
+    let command = AgentCommand::Register { identity: identity.clone(), kind, token_hash: hash_token(&token) };
+    let (seq, event) = match gw.store().execute_agent(&tenant, &identity, &command, ADMIN, Utc::now()).await {
+        Err(bus::Error::Domain(bus::DomainError::AlreadyRegistered(_))) => return Err(already()),
+        other => other?,
+    };
     gw.registry().apply(seq, &event);
     tracing::info!(tenant = %tenant, identity = %identity, "agent registered");
     Ok(Json(json!({ "tenant": tenant, "identity": identity, "token": token })))
-}
-
-/// Appends a registration expecting the agent's subject to end where this process last saw it
-/// (empty, or an `agent.removed`), so of concurrent registrations across every gateway process
-/// exactly one wins. `None`: the identity is registered. A process whose tail is behind re-reads
-/// the subject once: a removal it has not applied yet still lets the registration through.
-async fn append_registration(gw: &Gateway, event: &Event, identity: &str) -> Result<Option<u64>, ApiError> {
-    let subject = gw.log().subjects().of(&event.tenant, Entity::Agent(identity));
-    let mut expected = gw.registry().last_seq(&event.tenant, identity);
-    for _ in 0..2 {
-        match gw.store().append(event, Expect::LastSubjectSeq(expected)).await {
-            Ok(a) => return Ok(Some(a.seq)),
-            Err(bus::Error::Conflict { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-        match gw.log().last_on_subject(&subject).await? {
-            Some(last) if matches!(last.event.body, EventBody::AgentRemoved(_)) && last.seq != expected => {
-                expected = last.seq;
-            }
-            _ => return Ok(None),
-        }
-    }
-    Ok(None)
 }
 
 /// Rotates an agent's token: the old one stops working at once and its sessions close.
@@ -106,12 +81,10 @@ pub async fn rotate(
     }
     let token = new_token();
     let token_hash = hash_token(&token);
-    let body = EventBody::TokenRotated(TokenRotated { identity: identity.clone(), token_hash: token_hash.clone() });
-    let event = Event::new(&tenant, Some(ADMIN.to_string()), Utc::now(), body);
-    debug_assert_eq!(gw.log().subjects().for_event(&event), gw.log().subjects().of(&tenant, Entity::Agent(&identity)));
-    let appended = gw.store().append(&event, Expect::Any).await?;
+    let command = AgentCommand::RotateToken { identity: identity.clone(), token_hash: token_hash.clone() };
+    let (seq, event) = gw.store().execute_agent(&tenant, &identity, &command, ADMIN, Utc::now()).await?;
     // Apply now rather than when the tail catches up: the old token must stop working at once.
-    gw.registry().apply(appended.seq, &event);
+    gw.registry().apply(seq, &event);
     gw.hub().close_stale_tokens(&tenant, &identity, &token_hash);
     tracing::info!(tenant = %tenant, identity = %identity, "agent token rotated");
     Ok(Json(json!({ "tenant": tenant, "identity": identity, "token": token })))
