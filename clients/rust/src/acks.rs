@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::calls::ack_ids;
-use crate::client::Inner;
+use crate::rpc::ack_ids;
+use crate::shared::Inner;
 
 /// Queues a handled id for the next batch.
 pub(crate) fn queue_ack(inner: &Inner, id: String) {

@@ -10,8 +10,9 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::client::{usage, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::shared::usage;
 use crate::types::{SendOutcome, SendRequest, Signal};
 
 /// Removes a finished ask's waiter, however the ask ended.
