@@ -4,7 +4,8 @@
 //! `builder.rs`, its calls `calls.rs` and `ask.rs`.
 //!
 //! Deliberately not the engine: the state the tasks share is `shared.rs`, the session loop
-//! `session.rs`, calls over it `rpc.rs`, the spool replay `replay.rs`. None of those imports
+//! `session.rs`, pushed signals `delivery.rs`, calls over it `rpc.rs`, the spool replay
+//! `replay.rs`. None of those imports
 //! this file: the engine never holds a `Client`, so the caller's handles alone decide its life.
 
 use std::sync::atomic::Ordering;
@@ -128,7 +129,7 @@ impl Client {
         if let Some(handler) = self.life.handler.clone() {
             let (inner, life) = (self.inner.clone(), Arc::downgrade(&self.life));
             let run_handler = move |sig: Signal| Client::revive(&inner, &life).map(|client| handler(sig, client));
-            tasks.push(tokio::spawn(crate::session::dispatch(self.inner.clone(), run_handler)));
+            tasks.push(tokio::spawn(crate::delivery::dispatch(self.inner.clone(), run_handler)));
         }
         if self.inner.spool.is_some() {
             tasks.push(tokio::spawn(crate::replay::replay_loop(self.inner.clone())));

@@ -13,7 +13,8 @@
 //! - `calls`: send, recall, ack, receive, inbox, drain, get, list, facts — shaping only. (facade)
 //! - `ask`: ask / reply. (facade)
 //! - `client`: `Client`, its handles and lifecycle: starts the engine's tasks, closes. (facade)
-//! - `session`: the WebSocket session loop, push routing, dedupe, handler dispatch. (engine)
+//! - `session`: the WebSocket session loop: connect, welcome, heartbeat, reconnect. (engine)
+//! - `delivery`: pushed signals deduped, routed to an ask or the inbox; handler dispatch. (engine)
 //! - `replay`: spooling a send the bus could not take, and replaying the spool. (engine)
 //! - `acks`: the auto-acks, batched into one frame per `ack_batching(max, interval)`. (engine)
 //! - `rpc`: one call over the session, or over HTTP when there is none. (engine)
@@ -28,6 +29,7 @@ mod ask;
 mod builder;
 mod calls;
 mod client;
+mod delivery;
 mod error;
 mod http;
 mod replay;

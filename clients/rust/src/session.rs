@@ -1,11 +1,9 @@
 //! The WebSocket session (CONTRACT §7): open it with the token, read the welcome, heartbeat,
-//! route `result` frames to their callers and pushed signals to the handler or `receive`
-//! (deduped by id), and reconnect with jittered exponential backoff until the client closes or
-//! the bus refuses the token.
+//! route `result` frames to their callers and pushed signals to `delivery.rs`, and reconnect
+//! with jittered exponential backoff until the client closes or the bus refuses the token.
 //!
 //! Deliberately does not decide what a call means (that is `calls.rs`), nor make calls (that
-//! is `rpc.rs`): it moves frames. It never names the `Client`: the handler runs through a
-//! closure the facade hands to `dispatch`.
+//! is `rpc.rs`): it moves frames. It never names the `Client`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,9 +21,9 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::acks::queue_ack;
+use crate::delivery::on_push;
 use crate::error::{BusError, Error, Result};
-use crate::shared::{HandlerRun, Inner};
+use crate::shared::Inner;
 use crate::types::{Signal, Welcome};
 
 /// Keeps a session open until the client closes or the bus refuses the token.
@@ -221,62 +219,5 @@ fn handle_frame(inner: &Arc<Inner>, text: &str) {
         },
         Some("pong") => {}
         other => tracing::debug!(op = ?other, "ignoring frame"),
-    }
-}
-
-/// A pushed signal: dropped when seen (re-acked if it was handled: the first ack may have died
-/// with the old session), handed to a waiting `ask`, else queued for the handler/`receive`.
-fn on_push(inner: &Arc<Inner>, sig: Signal) {
-    let mut seen = inner.seen.lock().unwrap();
-    if let Some(handled) = seen.get(&sig.id) {
-        inner.duplicates_dropped.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(signal_id = %sig.id, redelivered = sig.redelivered, "duplicate signal dropped");
-        if handled && inner.auto_ack {
-            queue_ack(inner, sig.id);
-        }
-        return;
-    }
-    if let Some(cid) = &sig.correlation_id {
-        if let Some(tx) = inner.asks.lock().unwrap().remove(cid) {
-            seen.remember(&sig.id, true);
-            if inner.auto_ack {
-                queue_ack(inner, sig.id.clone());
-            }
-            let _ = tx.send(sig);
-            return;
-        }
-    }
-    seen.remember(&sig.id, false);
-    let _ = inner.inbox_tx.send(sig);
-}
-
-/// Runs the handler on each queued signal, one at a time; acks (batched) after `Ok`, forgets
-/// the id after `Err` so the redelivery runs it again. `run_handler` is the facade's: it lends
-/// the handler a client handle per signal and answers `None` once the caller's last handle is
-/// gone, which ends this task (so dropping the client ends it).
-pub(crate) async fn dispatch<F>(inner: Arc<Inner>, run_handler: F)
-where
-    F: Fn(Signal) -> Option<HandlerRun> + Send + 'static,
-{
-    let mut rx = inner.inbox_rx.lock().await;
-    loop {
-        let sig = tokio::select! {
-            _ = inner.shutdown.cancelled() => return,
-            s = rx.recv() => match s { Some(s) => s, None => return },
-        };
-        let id = sig.id.clone();
-        let Some(run) = run_handler(sig) else { return };
-        match run.await {
-            Ok(()) => {
-                inner.seen.lock().unwrap().remember(&id, true);
-                if inner.auto_ack {
-                    queue_ack(&inner, id);
-                }
-            }
-            Err(e) => {
-                tracing::error!(signal_id = %id, error = %e, "the signal handler failed; not acked: it comes back on the next session");
-                inner.seen.lock().unwrap().forget(&id);
-            }
-        }
     }
 }

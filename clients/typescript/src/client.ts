@@ -1,7 +1,8 @@
 /**
  * The agent's `Client`, a thin facade: it shapes each call (send, ask, recall, ack, inbox, facts,
- * ...) and hands it to the engine below — the session (`session.ts`: transport, supervisor,
- * dispatch, acks), the HTTP API (`http.ts`) and the spool replay (`replay.ts`).
+ * ...) and hands it to the engine below — the session (`session.ts`: transport, supervisor;
+ * `delivery.ts`: dedupe, dispatch, acks), the HTTP API (`http.ts`) and the spool replay
+ * (`replay.ts`).
  *
  * Deliberately no protocol here: the engine modules never import this one, so each layer is read
  * and tested alone. The admin calls are `admin.ts`.
@@ -11,7 +12,8 @@ import { AskTimeout, ClientClosed, InvalidRequest, TransportError, Unavailable, 
 import { HttpApi, type FetchLike } from "./http.js";
 import { consoleLogger, type Logger } from "./logger.js";
 import { Replayer, type ReplayCallback, type ReplayReport } from "./replay.js";
-import { Session, type SignalHandler, type WebSocketConstructor } from "./session.js";
+import type { SignalHandler } from "./delivery.js";
+import { Session, type WebSocketConstructor } from "./session.js";
 import { DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, type SpoolStore } from "./spool.js";
 import {
   parseAgent,
@@ -32,7 +34,8 @@ import {
 } from "./types.js";
 
 export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
-export type { SignalHandler, WebSocketConstructor, WebSocketLike } from "./session.js";
+export type { SignalHandler } from "./delivery.js";
+export type { WebSocketConstructor, WebSocketLike } from "./session.js";
 
 export interface ClientOptions {
   /** `daemon`, `shim` or `interactive` (the bus's default). */
@@ -152,7 +155,7 @@ export class Client {
   }
 
   get duplicatesDropped(): number {
-    return this.session.duplicatesDropped;
+    return this.session.delivery.duplicatesDropped;
   }
 
   get identity(): string | undefined {
@@ -211,7 +214,7 @@ export class Client {
 
   /** The next pushed signal (when there is no `onSignal` handler). Ack it with `ack`. */
   receive(timeoutMs?: number): Promise<Signal> {
-    return this.session.receive(timeoutMs);
+    return this.session.delivery.receive(timeoutMs);
   }
 
   /**
@@ -266,7 +269,7 @@ export class Client {
   async ask(to: string, type: string, payload: Json = {}, timeoutMs = 30000, options: SendOptions = {}): Promise<Signal> {
     if (!this.session.started) throw new InvalidRequest("ask needs the session for the reply: call connect() first");
     const cid = randomId().replace(/-/g, "");
-    const reply = this.session.expectReply(cid);
+    const reply = this.session.delivery.expectReply(cid);
     const started = Date.now();
     try {
       const sent = await this.send(to, type, payload, { ...options, correlationId: cid });
@@ -289,7 +292,7 @@ export class Client {
         clearTimeout(timer);
       }
     } finally {
-      this.session.forgetReply(cid);
+      this.session.delivery.forgetReply(cid);
     }
   }
 
@@ -307,7 +310,7 @@ export class Client {
   /** Ack delivered signals (or ids); resolves to how many the bus took. */
   async ack(...items: (Signal | string | (Signal | string)[])[]): Promise<number> {
     const ids = items.flat().map((s) => (typeof s === "string" ? s : s.id));
-    return this.session.ack(ids);
+    return this.session.delivery.ack(ids);
   }
 
   /** Pending signals for you, in drain order; delivers nothing. */

@@ -7,14 +7,15 @@
  *
  * Layout, top to bottom (each module imports only modules below it): `client` (the `Client`
  * facade) → `replay` (spooling and replay) → `session` (the session engine: transport,
- * supervisor, dispatch, acks) → `admin` → `http` → `file-spool` → `spool`, `types`, `logger`,
- * `errors`.
+ * supervisor, calls) → `delivery` (dedupe, dispatch, acks) → `admin` → `http` → `file-spool` →
+ * `spool`, `types`, `logger`, `errors`.
  */
 
 export { Client } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
-export type { SignalHandler, WebSocketConstructor, WebSocketLike } from "./session.js";
+export type { SignalHandler } from "./delivery.js";
+export type { WebSocketConstructor, WebSocketLike } from "./session.js";
 export { AdminClient } from "./admin.js";
 export type { AdminOptions } from "./admin.js";
 export * from "./errors.js";

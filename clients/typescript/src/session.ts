@@ -1,18 +1,18 @@
 /**
  * The session engine: one WebSocket session kept open (jittered exponential backoff, heartbeats,
  * a silent bus dropped), calls over it with their `result` frames (or over HTTP when there is no
- * session), pushed signals routed — deduped by id, to a waiting `ask`, to the handler or to
- * `receive()` — and the acks after the handler, batched.
+ * session), and each pushed signal handed to its `Delivery` (dedupe, the handler, acks).
  *
  * Deliberately below the facade: it never imports `client.ts` nor knows the spool. It shapes no
  * call (the `Client` does) and decides nothing about spooling; the facade hears of a new session
  * through `onOpen`.
  */
 
-import { ClientClosed, InvalidRequest, RequestTimeout, SignalbusError, TransportError, Unauthorized, errorFromBody } from "./errors.js";
+import { Delivery, type SignalHandler } from "./delivery.js";
+import { ClientClosed, RequestTimeout, SignalbusError, TransportError, Unauthorized, errorFromBody } from "./errors.js";
 import type { HttpApi } from "./http.js";
 import type { Logger } from "./logger.js";
-import { parseSignal, parseWelcome, type SessionKind, type Signal, type Welcome } from "./types.js";
+import { parseWelcome, type SessionKind, type Welcome } from "./types.js";
 
 /** The part of the WebSocket API the client uses: the browser's, Node 22's and `ws`'s all fit. */
 export interface WebSocketLike {
@@ -23,8 +23,6 @@ export interface WebSocketLike {
   terminate?(): void;
 }
 export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
-
-export type SignalHandler = (signal: Signal) => void | Promise<void>;
 
 /** What the engine needs of the client's options, with the defaults applied by the facade. */
 export interface SessionOptions {
@@ -54,31 +52,24 @@ function wsUrlOf(base: string): string {
   return base.replace(/^http/, "ws") + "/v1/ws";
 }
 
-/** The engine under `Client`: owns the socket, the calls waiting for results, the dedupe window,
- * the inbox, the asks waiting for replies and the ack buffer. */
+/** The engine under `Client`: owns the socket and the calls waiting for results; pushed signals
+ * go to its `delivery`. */
 export class Session {
   welcome: Welcome | undefined;
   sessionsOpened = 0;
-  duplicatesDropped = 0;
   closing = false;
   started = false;
   /** Told when a session opens (the facade wakes the spool replay). */
   onOpen: () => void = () => {};
 
   readonly url: string;
-  private readonly handler: SignalHandler | undefined;
+  readonly delivery: Delivery;
   private readonly wsCtor: WebSocketConstructor | undefined;
   private readonly logger: Logger;
   private identityHint: string | undefined;
   private ws: WebSocketLike | undefined;
   private pending = new Map<string, Pending>();
   private refs = 0;
-  private seen = new Map<string, boolean>(); // id -> handled (true) / in progress (false)
-  private asks = new Map<string, { resolve(s: Signal): void; reject(e: SignalbusError): void }>();
-  private queue: Signal[] = [];
-  private receivers: { take(s: Signal): void; fail(e: SignalbusError): void }[] = [];
-  private pumping = false;
-  private ackBuffer: string[] = [];
   private fatal: SignalbusError | undefined;
   private waiters = new Set<() => void>();
   private sleepers = new Set<() => void>();
@@ -91,7 +82,7 @@ export class Session {
     private readonly o: SessionOptions,
   ) {
     this.url = api.url;
-    this.handler = o.handler;
+    this.delivery = new Delivery({ handler: o.handler, autoAck: o.autoAck, dedupeWindow: o.dedupeWindow, logger: o.logger, sendAcks: (ids) => this.ackIds(ids) });
     this.wsCtor = o.WebSocket;
     this.logger = o.logger;
     this.identityHint = o.identity;
@@ -157,10 +148,11 @@ export class Session {
   /** Flush pending acks, then mark the engine closing and close the socket (1000); every sleep
    * ends. `finishClose` waits for the supervisor and fails what still waits. */
   async beginClose(): Promise<void> {
-    if (this.ackBuffer.length && this.ws) {
-      await this.flushAcks().catch((e: SignalbusError) => this.logger.warn(`acks not sent before close (${e.message}): those signals come back on the next session`));
+    if (this.delivery.acksWaiting && this.ws) {
+      await this.delivery.flushAcks().catch((e: SignalbusError) => this.logger.warn(`acks not sent before close (${e.message}): those signals come back on the next session`));
     }
     this.closing = true;
+    this.delivery.close();
     const ws = this.ws;
     if (ws) {
       const closed = this.changed(2000);
@@ -179,11 +171,7 @@ export class Session {
     await Promise.allSettled(this.loops);
     this.loops = [];
     this.failPending(new ClientClosed("the client was closed before the bus answered; the outcome is unknown"));
-    const receivers = this.receivers;
-    this.receivers = [];
-    for (const r of receivers) r.fail(new ClientClosed("the client was closed while waiting for a signal"));
-    for (const a of this.asks.values()) a.reject(new ClientClosed("the client was closed while waiting for a reply"));
-    this.asks.clear();
+    this.delivery.failWaiters();
   }
 
   dropConnection(): void {
@@ -356,7 +344,7 @@ export class Session {
       } else this.logger.warn(`a result for an unknown ref ${JSON.stringify(frame.ref)}: ${JSON.stringify(frame).slice(0, 300)}`);
     } else if (op === "signal") {
       try {
-        this.onPush((frame.signal ?? {}) as Record<string, unknown>);
+        this.delivery.onPush((frame.signal ?? {}) as Record<string, unknown>);
       } catch (e) {
         this.logger.error(`a signal frame this client cannot read, not acked: ${(e as Error).message}`);
       }
@@ -432,12 +420,7 @@ export class Session {
     );
   }
 
-  /** Ack `ids`, marking the ones seen as handled (so a redelivery is re-acked). */
-  async ack(ids: string[]): Promise<number> {
-    for (const id of ids) if (this.seen.has(id)) this.remember(id, true);
-    return ids.length ? this.ackIds(ids) : 0;
-  }
-
+  /** One ack batch over the session or HTTP (1000 ids a request). */
   private async ackIds(ids: string[]): Promise<number> {
     return this.either(
       async () => Number((await this.wsCall({ op: "ack", signal_ids: ids })).acked ?? 0),
@@ -449,112 +432,5 @@ export class Session {
         return total;
       },
     );
-  }
-
-
-  /** A promise resolved by the first pushed signal carrying `correlationId` (rejected on close). */
-  expectReply(correlationId: string): Promise<Signal> {
-    const reply = new Promise<Signal>((resolve, reject) => this.asks.set(correlationId, { resolve, reject }));
-    reply.catch(() => {}); // rejected only on close, while the caller's race may be gone
-    return reply;
-  }
-
-  forgetReply(correlationId: string): void {
-    this.asks.delete(correlationId);
-  }
-
-  // -- receiving --------------------------------------------------------------------------
-
-  private remember(id: string, handled: boolean): void {
-    this.seen.delete(id);
-    this.seen.set(id, handled);
-    while (this.seen.size > this.o.dedupeWindow) this.seen.delete(this.seen.keys().next().value as string);
-  }
-
-  private onPush(obj: Record<string, unknown>): void {
-    const sig = parseSignal(obj);
-    if (this.seen.has(sig.id)) {
-      this.duplicatesDropped += 1;
-      this.logger.debug(`duplicate signal ${sig.id} (redelivered=${sig.redelivered}) dropped`);
-      if (this.seen.get(sig.id) && this.o.autoAck) this.queueAck(sig.id); // the first ack may have died with the old session
-      return;
-    }
-    const ask = sig.correlationId ? this.asks.get(sig.correlationId) : undefined;
-    if (ask && sig.correlationId) {
-      this.asks.delete(sig.correlationId);
-      this.remember(sig.id, true);
-      ask.resolve(sig);
-      if (this.o.autoAck) this.queueAck(sig.id);
-      return;
-    }
-    this.remember(sig.id, false);
-    const receiver = this.receivers.shift();
-    if (receiver) receiver.take(sig);
-    else this.queue.push(sig);
-    if (this.handler) void this.pump();
-  }
-
-  private queueAck(id: string): void {
-    this.ackBuffer.push(id);
-    if (this.ackBuffer.length >= 100 || this.queue.length === 0) {
-      this.flushAcks().catch((e: SignalbusError) =>
-        this.logger.warn(`ack not sent (${e.message}): the signals come back on the next session and are deduped`),
-      );
-    }
-  }
-
-  private async flushAcks(): Promise<void> {
-    const ids = this.ackBuffer;
-    this.ackBuffer = [];
-    if (ids.length) await this.ackIds(ids);
-  }
-
-  private async pump(): Promise<void> {
-    if (this.pumping || !this.handler) return;
-    this.pumping = true;
-    try {
-      while (this.queue.length && !this.closing) {
-        const sig = this.queue.shift() as Signal;
-        try {
-          await this.handler(sig);
-        } catch (e) {
-          this.logger.error(`the signal handler failed for ${sig.id}; not acked: it comes back on the next session`, e);
-          this.seen.delete(sig.id);
-          continue;
-        }
-        this.remember(sig.id, true);
-        if (this.o.autoAck) this.queueAck(sig.id);
-      }
-    } finally {
-      this.pumping = false;
-    }
-  }
-
-  /** The next pushed signal (when there is no `onSignal` handler). Ack it with `ack`. */
-  receive(timeoutMs?: number): Promise<Signal> {
-    if (this.handler) return Promise.reject(new InvalidRequest("this client has an onSignal handler: signals go there, not to receive()"));
-    const next = this.queue.shift();
-    if (next) return Promise.resolve(next);
-    if (this.closing) return Promise.reject(new ClientClosed("the client is closed"));
-    return new Promise((resolve, reject) => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const receiver = {
-        take: (s: Signal): void => {
-          if (timer) clearTimeout(timer);
-          resolve(s);
-        },
-        fail: (e: SignalbusError): void => {
-          if (timer) clearTimeout(timer);
-          reject(e);
-        },
-      };
-      this.receivers.push(receiver);
-      if (timeoutMs !== undefined) {
-        timer = setTimeout(() => {
-          this.receivers = this.receivers.filter((r) => r !== receiver);
-          reject(new RequestTimeout(`no signal within ${timeoutMs} ms`));
-        }, timeoutMs);
-      }
-    });
   }
 }

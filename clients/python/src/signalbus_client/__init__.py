@@ -3,8 +3,9 @@
     from signalbus_client import Client, AdminClient
 
 Layout, top to bottom (each module imports only modules below it): ``client`` (the ``Client``
-facade) → ``replay`` (spooling and replay) → ``session`` (the session engine: transport,
-supervisor, dispatch, acks) → ``admin`` → ``http`` → ``spool``, ``types``, ``errors``.
+facade) → ``replay`` (spooling and replay) → ``session`` (the session engine: transport, supervisor,
+calls) → ``delivery`` (dedupe, dispatch, acks) → ``admin`` → ``http`` → ``spool``, ``types``,
+``errors``.
 """
 
 from .admin import AdminClient

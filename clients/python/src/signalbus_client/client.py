@@ -1,6 +1,7 @@
 """The agent's ``Client``, a thin facade: it shapes each call (send, ask, recall, ack, inbox,
 facts, ...) and hands it to the engine below — the session (``session.py``: transport,
-supervisor, dispatch, acks), the HTTP API (``http.py``) and the spool replay (``replay.py``).
+supervisor; ``delivery.py``: dedupe, dispatch, acks), the HTTP API (``http.py``) and the
+spool replay (``replay.py``).
 
 Deliberately no protocol here: the engine modules never import this one, so each layer is read
 and tested alone. The admin calls are ``admin.py``.
@@ -20,7 +21,8 @@ from .admin import AdminClient
 from .errors import AskTimeout, ClientClosed, InvalidRequest, TransportError, Unavailable, error_from_body
 from .http import HttpApi, clean
 from .replay import Replayer, ReplayCallback, ReplayOutcome, ReplayReport, SpoolExpired
-from .session import Handler, Session
+from .delivery import Handler
+from .session import Session
 from .spool import DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, Spool
 from .types import (
     Agent,
@@ -95,6 +97,7 @@ class Client:
             reconnect_max=reconnect_max,
             dedupe_window=dedupe_window,
         )
+        self._delivery = self._session.delivery
         self.spool: Optional[Spool] = (
             Spool(spool_dir, max_bytes=spool_max_bytes, max_age_seconds=spool_max_age_seconds) if spool_dir else None
         )
@@ -126,7 +129,7 @@ class Client:
 
     @property
     def duplicates_dropped(self) -> int:
-        return self._session.duplicates_dropped
+        return self._delivery.duplicates_dropped
 
     async def __aenter__(self) -> "Client":
         try:
@@ -181,7 +184,7 @@ class Client:
 
     async def receive(self, timeout: Optional[float] = None) -> Signal:
         """The next pushed signal (when no ``on_signal`` handler is set). Ack it with ``ack``."""
-        return await self._session.receive(timeout)
+        return await self._delivery.receive(timeout)
 
     async def replay_spool(self) -> ReplayReport:
         """Replay the spool once (see ``Replayer.replay_spool``): newest first, at most
@@ -251,7 +254,7 @@ class Client:
         if not self._session.started:
             raise InvalidRequest("ask needs the session for the reply: call connect() first")
         cid = uuid.uuid4().hex
-        fut = self._session.expect_reply(cid)
+        fut = self._delivery.expect_reply(cid)
         started = time.monotonic()
         try:
             sent = await self.send(to, type, payload, correlation_id=cid, **kwargs)
@@ -265,7 +268,7 @@ class Client:
                     details={"signal_id": signal_id, "correlation_id": cid, "dedupe_key": sent.dedupe_key},
                 ) from exc
         finally:
-            self._session.forget_reply(cid)
+            self._delivery.forget_reply(cid)
 
     async def recall(self, signal_id: str) -> RecallResult:
         """Recall a signal you sent (CONTRACT §6): ``recalled``, ``already_delivered``,
@@ -288,7 +291,7 @@ class Client:
                 ids.append(item.id if isinstance(item, Signal) else item)
             else:
                 ids.extend(s.id if isinstance(s, Signal) else s for s in item)
-        return await self._session.ack(ids)
+        return await self._delivery.ack(ids)
 
     async def inbox(self, *, limit: Optional[int] = None) -> List[Signal]:
         """Pending signals for you, in drain order; delivers nothing."""

@@ -1,7 +1,7 @@
 """The session engine: one WebSocket session kept open (jittered exponential backoff,
 heartbeats, a silent bus dropped), calls over it with their ``result`` frames (or over HTTP
-when there is no session), pushed signals routed — deduped by id, to a waiting ``ask``, to the
-handler or to ``receive()`` — and the acks after the handler, batched.
+when there is no session), and each pushed signal handed to its ``Delivery`` (dedupe, the
+handler, acks).
 
 Deliberately below the facade: it never imports ``client.py`` nor knows the spool. It shapes
 no call (the ``Client`` does) and decides nothing about spooling; the facade hears of a new
@@ -11,13 +11,11 @@ session through ``on_open``.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import random
 import time
-from collections import OrderedDict
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, TypeVar, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect as ws_connect
@@ -33,12 +31,12 @@ from .errors import (
     Unauthorized,
     error_from_body,
 )
+from .delivery import Delivery, Handler
 from .http import HttpApi
-from .types import Signal, Welcome
+from .types import Welcome
 
 log = logging.getLogger("signalbus_client")
 
-Handler = Callable[[Signal], Union[None, Awaitable[None]]]
 T = TypeVar("T")
 
 
@@ -50,8 +48,8 @@ def ws_url_of(base: str, kind: Optional[str]) -> str:
 
 
 class Session:
-    """The engine under ``Client``: owns the socket, the calls waiting for results, the dedupe
-    window, the inbox, the asks waiting for replies and the ack buffer."""
+    """The engine under ``Client``: owns the socket and the calls waiting for results; pushed
+    signals go to its ``delivery``."""
 
     def __init__(
         self,
@@ -72,13 +70,10 @@ class Session:
         self.url = api.url
         self._token = token
         self._ws_url = ws_url_of(self.url, kind)
-        self.handler = handler
-        self._auto_ack = auto_ack
         self._request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self._reconnect_initial = reconnect_initial
         self._reconnect_max = reconnect_max
-        self._dedupe_window = max(1, dedupe_window)
         self._identity = identity
         # Told when a session opens (the facade wakes the spool replay); set by the facade.
         self.on_open: Callable[[], None] = lambda: None
@@ -89,18 +84,12 @@ class Session:
         self._state_changed = asyncio.Event()
         self._pending: Dict[str, asyncio.Future[Dict[str, Any]]] = {}
         self._refs = 0
-        self._seen: "OrderedDict[str, bool]" = OrderedDict()  # id -> handled (True) / in progress (False)
-        self._asks: Dict[str, asyncio.Future[Signal]] = {}
-        self._inbox: "asyncio.Queue[Signal]" = asyncio.Queue()
-        self._ack_buffer: List[str] = []
         self._tasks: List[asyncio.Task[Any]] = []
-        self._ack_tasks: "set[asyncio.Task[None]]" = set()
-        self._closed = asyncio.Event()
+        self.delivery = Delivery(handler=handler, auto_ack=auto_ack, dedupe_window=dedupe_window, send_acks=self._ack_ids)
         self._fatal: Optional[SignalbusError] = None
         self.closing = False
         self.started = False
         self.sessions_opened = 0
-        self.duplicates_dropped = 0
         self._last_rx = time.monotonic()
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -126,8 +115,8 @@ class Session:
             return
         self.started = True
         self._tasks.append(asyncio.create_task(self._supervise(), name="signalbus-session"))
-        if self.handler is not None:
-            self._tasks.append(asyncio.create_task(self._dispatch(), name="signalbus-dispatch"))
+        if self.delivery.handler is not None:
+            self._tasks.append(asyncio.create_task(self.delivery.dispatch(), name="signalbus-dispatch"))
 
     async def wait_connected(self, timeout: Optional[float] = None) -> Welcome:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -162,13 +151,13 @@ class Session:
     async def begin_close(self) -> None:
         """Flush pending acks, then mark the engine closing (every loop stops at its next check)
         and close the socket (1000). ``finish_close`` stops the tasks."""
-        if self._ack_buffer and self._connected.is_set():
+        if self.delivery.acks_waiting and self._connected.is_set():
             try:
-                await asyncio.wait_for(self._flush_acks(), 2.0)
+                await asyncio.wait_for(self.delivery.flush_acks(), 2.0)
             except (asyncio.TimeoutError, SignalbusError) as exc:
                 log.warning("acks not sent before close (%s): those signals come back on the next session", exc)
         self.closing = True
-        self._closed.set()
+        self.delivery.close()
         self._state_changed.set()
         ws = self._ws
         if ws is not None:
@@ -181,9 +170,7 @@ class Session:
         """Stop the tasks; calls and asks still waiting fail with ``ClientClosed``."""
         await cancel_all(self._tasks)
         self._fail_pending(ClientClosed("the client was closed before the bus answered; the outcome is unknown"))
-        for fut in self._asks.values():
-            if not fut.done():
-                fut.set_exception(ClientClosed("the client was closed while waiting for a reply"))
+        self.delivery.fail_asks()
 
     def drop_connection(self) -> None:
         ws = self._ws
@@ -300,7 +287,7 @@ class Session:
                     log.warning("a result for an unknown ref %r: %.300r", frame.get("ref"), frame)
             elif op == "signal":
                 try:
-                    self._on_push(frame.get("signal") or {})
+                    self.delivery.on_push(frame.get("signal") or {})
                 except SignalbusError as exc:
                     log.error("a signal frame this client cannot read, not acked: %s", exc)
             elif op == "pong":
@@ -356,13 +343,6 @@ class Session:
 
         return await self.call({"op": "send", **request}, via_http, lambda result: result, dedupe_key=key)
 
-    async def ack(self, ids: List[str]) -> int:
-        """Ack ``ids`` (marking the ones seen as handled, so a redelivery is re-acked)."""
-        for i in ids:
-            if i in self._seen:
-                self._remember(i, True)
-        return await self._ack_ids(ids) if ids else 0
-
     async def _ack_ids(self, ids: List[str]) -> int:
         async def via_http() -> int:
             total = 0
@@ -372,15 +352,6 @@ class Session:
             return total
 
         return await self.call({"op": "ack", "signal_ids": ids}, via_http, lambda result: int(result.get("acked", 0)))
-
-    def expect_reply(self, correlation_id: str) -> "asyncio.Future[Signal]":
-        """A future resolved by the first pushed signal carrying ``correlation_id``."""
-        fut: asyncio.Future[Signal] = asyncio.get_running_loop().create_future()
-        self._asks[correlation_id] = fut
-        return fut
-
-    def forget_reply(self, correlation_id: str) -> None:
-        self._asks.pop(correlation_id, None)
 
     def _fail_pending(self, exc: SignalbusError) -> None:
         pending, self._pending = self._pending, {}
@@ -419,91 +390,6 @@ class Session:
         if dedupe_key:
             err.details.setdefault("dedupe_key", dedupe_key)
         raise err
-
-    # -- pushed signals, the handler, acks -------------------------------------------------------------------------
-
-    def _remember(self, signal_id: str, handled: bool) -> None:
-        self._seen[signal_id] = handled
-        self._seen.move_to_end(signal_id)
-        while len(self._seen) > self._dedupe_window:
-            self._seen.popitem(last=False)
-
-    def _on_push(self, obj: Mapping[str, Any]) -> None:
-        sig = Signal.from_json(obj)
-        if sig.id in self._seen:
-            handled = self._seen[sig.id]
-            self.duplicates_dropped += 1
-            log.debug("duplicate signal %s (redelivered=%s) dropped", sig.id, sig.redelivered)
-            if handled and self._auto_ack:
-                self._queue_ack(sig.id)  # the first ack may have died with the old session
-            return
-        if sig.correlation_id and sig.correlation_id in self._asks:
-            fut = self._asks.pop(sig.correlation_id)
-            self._remember(sig.id, True)
-            if not fut.done():
-                fut.set_result(sig)
-            if self._auto_ack:
-                self._queue_ack(sig.id)
-            return
-        self._remember(sig.id, False)
-        self._inbox.put_nowait(sig)
-
-    def _queue_ack(self, signal_id: str) -> None:
-        self._ack_buffer.append(signal_id)
-        if len(self._ack_buffer) >= 100 or self._inbox.empty():
-            task = asyncio.get_running_loop().create_task(self._flush_acks_logged())
-            self._ack_tasks.add(task)  # keep a reference until it is done
-            task.add_done_callback(self._ack_tasks.discard)
-
-    async def _flush_acks_logged(self) -> None:
-        try:
-            await self._flush_acks()
-        except SignalbusError as exc:
-            log.warning("ack not sent (%s): the signals come back on the next session and are deduped", exc)
-
-    async def _flush_acks(self) -> None:
-        ids, self._ack_buffer = self._ack_buffer, []
-        if ids:
-            await self._ack_ids(ids)
-
-    async def _dispatch(self) -> None:
-        handler = self.handler
-        assert handler is not None
-        while True:
-            sig = await self._inbox.get()
-            try:
-                outcome = handler(sig)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("the signal handler failed for %s; not acked: it comes back on the next session", sig.id)
-                self._seen.pop(sig.id, None)
-                continue
-            self._remember(sig.id, True)
-            if self._auto_ack:
-                self._queue_ack(sig.id)
-
-    async def receive(self, timeout: Optional[float] = None) -> Signal:
-        """The next pushed signal (when no ``on_signal`` handler is set). Ack it with ``ack``."""
-        if self.handler is not None:
-            raise InvalidRequest("this client has an on_signal handler: signals go there, not to receive()")
-        if self.closing:
-            raise ClientClosed("the client is closed")
-        getter = asyncio.ensure_future(self._inbox.get())
-        closed = asyncio.ensure_future(self._closed.wait())
-        try:
-            done, _ = await asyncio.wait({getter, closed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            closed.cancel()
-            if not getter.done():
-                getter.cancel()
-        if getter in done:
-            return getter.result()
-        if closed in done:
-            raise ClientClosed("the client was closed while waiting for a signal")
-        raise RequestTimeout(f"no signal within {timeout}s")
 
 
 async def cancel_all(tasks: List["asyncio.Task[Any]"]) -> None:
