@@ -18,15 +18,17 @@ use crate::replay::spool_send;
 use crate::rpc::{ack_ids, over_session_or_http, send_result, transmit_send};
 use crate::shared::usage;
 use crate::types::{
-    Agent, FactPage, ListQuery, PluginState, RecallAnswer, RecallOutcome, Roster, SendOutcome, SendRequest, Signal,
-    SignalPage, SignalRow, Signals,
+    default_delivery_class, Agent, FactPage, ListQuery, PluginState, RecallAnswer, RecallOutcome, Roster, SendOutcome,
+    SendRequest, Signal, SignalPage, SignalRow, Signals,
 };
 
 impl Client {
     /// Sends a signal (CONTRACT §4). It always carries a dedupe_key (the request's, or a fresh
     /// `sbc-<uuid>`), so resending it can never create a second signal. With a spool, a send the
-    /// bus could not take (unreachable, timeout, 503) is spooled and answered `Spooled`.
-    /// Errors: `RecipientUnavailable` (a bounced sync send), `UnknownRecipient`, ...
+    /// bus could not take (unreachable, timeout, 503) is spooled and answered `Spooled` — except a
+    /// sync send (`delivery_class` `sync`, or a type that is sync by default): its point is an
+    /// available recipient now, so it is never spooled and fails at once (`Unreachable`: nothing
+    /// was sent). Errors: `RecipientUnavailable` (a bounced sync send), `UnknownRecipient`, ...
     pub async fn send(&self, req: SendRequest) -> Result<SendOutcome> {
         self.send_opts(req, true).await
     }
@@ -35,9 +37,12 @@ impl Client {
     /// `Transport`/`Timeout`/`Unavailable` carrying the dedupe_key).
     pub async fn send_opts(&self, mut req: SendRequest, spool: bool) -> Result<SendOutcome> {
         let key = req.dedupe_key.get_or_insert_with(|| format!("sbc-{}", uuid::Uuid::new_v4())).clone();
+        let sync = req.delivery_class.as_deref().unwrap_or_else(|| default_delivery_class(&req.signal_type)) == "sync";
         match transmit_send(&self.inner, &req).await {
             Ok(v) => Ok(SendOutcome::Sent(send_result(v, &key)?)),
-            Err(e) if spool && e.is_spoolable() && self.inner.spool.is_some() => spool_send(&self.inner, req, &e),
+            Err(e) if spool && !sync && e.is_spoolable() && self.inner.spool.is_some() => {
+                spool_send(&self.inner, req, &e)
+            }
             Err(e) => Err(e),
         }
     }

@@ -8,7 +8,7 @@
  * and tested alone. The admin calls are `admin.ts`.
  */
 
-import { AskTimeout, ClientClosed, InvalidRequest, TransportError, Unavailable, errorFromBody } from "./errors.js";
+import { AskTimeout, ClientClosed, NOTHING_SENT, TransportError, Unavailable, errorFromBody } from "./errors.js";
 import { HttpApi, type FetchLike } from "./http.js";
 import { consoleLogger, type Logger } from "./logger.js";
 import { Replayer, type ReplayCallback, type ReplayReport } from "./replay.js";
@@ -16,6 +16,7 @@ import type { SignalHandler } from "./delivery.js";
 import { Session, type WebSocketConstructor } from "./session.js";
 import { DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, type SpoolStore } from "./spool.js";
 import {
+  defaultClass,
   parseAgent,
   parseSendResult,
   parseSignal,
@@ -232,7 +233,9 @@ export class Client {
    * Send a signal (CONTRACT §4). Every send carries a dedupe_key (a fresh one when none is
    * given), so resending it can never create a second signal. Resolves to a `SendResult`, or to
    * `Spooled` when the bus was unreachable or unavailable and the client has a spool
-   * (`{spool: false}` rejects instead). Rejects with the typed error otherwise:
+   * (`{spool: false}` rejects instead). A sync send (`deliveryClass: "sync"`, or a type that is
+   * sync by default) is never spooled — its point is an available recipient now — so it rejects
+   * at once (a bus that could not be reached: "nothing was sent"). Rejects with the typed error otherwise:
    * `RecipientUnavailable` for a bounced sync send (`recipientState`, `signalId`), ...
    */
   async send(to: string, type: string, payload: Json = {}, options: SendOptions = {}): Promise<SendOutcome> {
@@ -249,7 +252,8 @@ export class Client {
     try {
       return parseSendResult(await this.session.transmitSend(request), key);
     } catch (e) {
-      if ((e instanceof TransportError || e instanceof Unavailable) && this.replayer && options.spool !== false) {
+      const sync = (options.deliveryClass ?? defaultClass(type)) === "sync";
+      if ((e instanceof TransportError || e instanceof Unavailable) && this.replayer && options.spool !== false && !sync) {
         return this.replayer.spoolSend(request, e);
       }
       throw e;
@@ -263,16 +267,23 @@ export class Client {
 
   /**
    * Send with a fresh correlationId and resolve to the first signal that comes back carrying it
-   * (acked when `autoAck`). Needs the session (`connect()`). Rejects with `AskTimeout` (with
-   * `signalId`) when no reply comes within `timeoutMs`, or the send's typed error.
+   * (acked when `autoAck`). Needs an open session, for the reply: without one (never connected,
+   * or lost) it rejects with `TransportError` at once and sends nothing. Never spooled: the
+   * send's typed error rejects at once (`RecipientUnavailable`, `TransportError`, ...).
+   * `AskTimeout` (with `signalId`) when no reply comes within `timeoutMs`.
    */
   async ask(to: string, type: string, payload: Json = {}, timeoutMs = 30000, options: SendOptions = {}): Promise<Signal> {
-    if (!this.session.started) throw new InvalidRequest("ask needs the session for the reply: call connect() first");
+    if (!this.session.connected) {
+      throw new TransportError(
+        `ask ${type} to ${to}: no open session with ${this.url}, and the reply could only come over one (call connect() first; a lost session comes back by itself: waitConnected())`,
+        { hint: NOTHING_SENT },
+      );
+    }
     const cid = randomId().replace(/-/g, "");
     const reply = this.session.delivery.expectReply(cid);
     const started = Date.now();
     try {
-      const sent = await this.send(to, type, payload, { ...options, correlationId: cid });
+      const sent = await this.send(to, type, payload, { ...options, correlationId: cid, spool: false });
       const left = Math.max(0, timeoutMs - (Date.now() - started));
       let timer: ReturnType<typeof setTimeout> | undefined;
       const timeout = new Promise<never>((_, reject) => {

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import httpx
 
 from .admin import AdminClient
-from .errors import AskTimeout, ClientClosed, InvalidRequest, TransportError, Unavailable, error_from_body
+from .errors import NOTHING_SENT, AskTimeout, ClientClosed, TransportError, Unavailable, error_from_body
 from .http import HttpApi, clean
 from .replay import Replayer, ReplayCallback, ReplayOutcome, ReplayReport, SpoolExpired
 from .delivery import Handler
@@ -36,6 +36,7 @@ from .types import (
     SignalPage,
     SignalRow,
     Welcome,
+    default_class,
     parse_time,
 )
 
@@ -212,6 +213,9 @@ class Client:
 
         Returns ``SendResult`` when the bus accepted it, or ``Spooled`` when the bus was
         unreachable or unavailable and the client has a spool (``spool=False`` raises instead).
+        A sync send (``delivery_class`` ``sync``, or a type that is sync by default) is never
+        spooled — its point is an available recipient now — so it raises ``TransportError`` /
+        ``Unavailable`` at once (a bus that could not be reached: "nothing was sent").
         Raises the typed error otherwise: ``RecipientUnavailable`` for a bounced sync send
         (``.recipient_state``, ``.signal_id``), ``UnknownRecipient``, ``InvalidRequest``, ...
         """
@@ -230,7 +234,8 @@ class Client:
         try:
             return SendResult.from_json(await self._session.transmit_send(request), key)
         except (TransportError, Unavailable) as exc:
-            if self._replayer is None or not spool:
+            sync = (delivery_class or default_class(type)) == "sync"
+            if self._replayer is None or not spool or sync:
                 raise
             return self._replayer.spool_send(request, exc)
 
@@ -248,16 +253,22 @@ class Client:
         **kwargs: Any,
     ) -> Signal:
         """Send with a fresh ``correlation_id`` and return the first signal that comes back
-        carrying it (acked when ``auto_ack``). Needs the session (``connect()``). Raises
-        ``AskTimeout`` (with ``signal_id``) when no reply comes within ``timeout`` seconds, and
-        the send's typed error if the send fails (``RecipientUnavailable``, ...)."""
-        if not self._session.started:
-            raise InvalidRequest("ask needs the session for the reply: call connect() first")
+        carrying it (acked when ``auto_ack``). Needs an open session, for the reply: without
+        one (never connected, or lost) it raises ``TransportError`` at once and sends nothing.
+        Never spooled: the send's typed error is raised at once (``RecipientUnavailable``,
+        ``TransportError``, ``Unavailable``, ...). ``AskTimeout`` (with ``signal_id``) when no
+        reply comes within ``timeout`` seconds."""
+        if not self._session.connected:
+            raise TransportError(
+                f"ask {type} to {to}: no open session with {self.url}, and the reply could only come over one "
+                "(call connect() first; a lost session comes back by itself: wait_connected())",
+                hint=NOTHING_SENT,
+            )
         cid = uuid.uuid4().hex
         fut = self._delivery.expect_reply(cid)
         started = time.monotonic()
         try:
-            sent = await self.send(to, type, payload, correlation_id=cid, **kwargs)
+            sent = await self.send(to, type, payload, correlation_id=cid, **{**kwargs, "spool": False})
             remaining = max(0.0, timeout - (time.monotonic() - started))
             try:
                 return await asyncio.wait_for(fut, remaining)

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from .errors import ProtocolError, RateLimited, RequestTimeout, TransportError, error_from_body
+from .errors import NOTHING_SENT, ProtocolError, RateLimited, RequestTimeout, TransportError, error_from_body
 
 
 def clean(obj: Mapping[str, Any]) -> Dict[str, Any]:
@@ -54,6 +54,8 @@ class HttpApi:
             response = await self._http.request(method, url, json=body, headers=headers, timeout=self._timeout)
         except httpx.TimeoutException as exc:
             raise RequestTimeout(f"{method} {path}: no answer within {self._timeout}s ({exc.__class__.__name__})", details=details) from exc
+        except httpx.ConnectError as exc:  # before the request: the bus got nothing
+            raise TransportError(f"{method} {path}: cannot connect to the bus ({exc})", hint=NOTHING_SENT, details=details) from exc
         except httpx.TransportError as exc:
             raise TransportError(f"{method} {path}: the bus could not be reached ({exc})", details=details) from exc
         try:
