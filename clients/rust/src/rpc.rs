@@ -33,15 +33,25 @@ where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Result<Value>>,
 {
+    let mut went_out = false;
     if inner.out.lock().unwrap().is_some() {
         match ws_call(inner, frame, dedupe_key).await {
             Err(Error::Transport { .. }) if inner.out.lock().unwrap().is_none() => {
                 tracing::info!(dedupe_key, "the session dropped during a call; retrying it over HTTP");
+                went_out = true;
             }
             other => return other,
         }
     }
-    http().await
+    match http().await {
+        // HTTP sent nothing, but the frame may have arrived before the session dropped.
+        Err(Error::Unreachable { message, cause, dedupe_key }) if went_out => Err(Error::Transport {
+            message: format!("{message}, after the session dropped with the call on it"),
+            cause: Some(cause),
+            dedupe_key,
+        }),
+        other => other,
+    }
 }
 
 /// One attempt at a send; the answer's JSON.

@@ -9,7 +9,7 @@
  */
 
 import { Delivery, type SignalHandler } from "./delivery.js";
-import { ClientClosed, RequestTimeout, SignalbusError, TransportError, Unauthorized, errorFromBody } from "./errors.js";
+import { ClientClosed, NOTHING_SENT, RequestTimeout, SignalbusError, TransportError, Unauthorized, errorFromBody } from "./errors.js";
 import type { HttpApi } from "./http.js";
 import type { Logger } from "./logger.js";
 import { parseWelcome, type SessionKind, type Welcome } from "./types.js";
@@ -391,14 +391,24 @@ export class Session {
 
   /** Over the session when it is open; over HTTP when there is none or it dropped mid-call. */
   private async either<T>(viaWs: () => Promise<T>, viaHttp: () => Promise<T>): Promise<T> {
+    let wentOut = false;
     if (this.ws) {
       try {
         return await viaWs();
       } catch (e) {
         if (!(e instanceof TransportError) || this.ws) throw e;
+        wentOut = true;
       }
     }
-    return viaHttp();
+    try {
+      return await viaHttp();
+    } catch (e) {
+      if (wentOut && e instanceof TransportError && e.hint === NOTHING_SENT) {
+        // HTTP sent nothing, but the frame may have arrived before the session dropped.
+        throw new TransportError(`${e.detail}, after the session dropped with the call on it`, { details: e.details, cause: e });
+      }
+      throw e;
+    }
   }
 
   // -- calls over the session, or HTTP ----------------------------------------------------

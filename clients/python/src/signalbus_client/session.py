@@ -22,6 +22,7 @@ from websockets.asyncio.client import ClientConnection, connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from .errors import (
+    NOTHING_SENT,
     ClientClosed,
     InvalidRequest,
     ProtocolError,
@@ -323,15 +324,22 @@ class Session:
         """Over the session when one is open (its result through ``extract``); over HTTP when
         none is, or when it dropped before the answer (the retry is safe: sends carry a
         dedupe_key, the other ops are idempotent)."""
+        went_out = False
         if self._ws is not None:
             try:
                 return extract(await self._ws_call(frame, dedupe_key=dedupe_key))
             except TransportError:
                 if self._ws is not None:  # the session is still up: the call itself timed out
                     raise
+                went_out = True
                 if dedupe_key:
                     log.info("the session dropped during a send; retrying it over HTTP with the same dedupe_key %s", dedupe_key)
-        return await via_http()
+        try:
+            return await via_http()
+        except TransportError as exc:
+            if went_out and exc.hint == NOTHING_SENT:  # HTTP sent nothing, but the frame may have arrived
+                raise TransportError(f"{exc.message}, after the session dropped with the call on it", details=exc.details) from exc
+            raise
 
     async def transmit_send(self, request: Dict[str, Any]) -> Dict[str, Any]:
         """One attempt at a send (the caller's, or a spool replay's); the answer's JSON."""
