@@ -28,6 +28,7 @@ from signalbus_client import (
     Spooled,
     SpoolEntry,
     SpoolExpired,
+    TransportError,
     Unauthorized,
     UnknownRecipient,
 )
@@ -362,18 +363,17 @@ async def test_s13_spool_while_the_bus_is_down_then_replay_without_duplicates(bu
             await asyncio.sleep(0.01)
         resend = await alice.send("bob", "TaskAssigned", {"n": 0}, dedupe_key="task-0")  # outcome "unknown" to the caller
         assert isinstance(resend, Spooled) and resend.dedupe_key == "task-0"
-        sync_out = await alice.send("bob", "Blocker", {"b": 1})  # sync to an offline bob: bounced at replay
-        assert isinstance(sync_out, Spooled)
-        assert len(alice.spool) == 5  # type: ignore[arg-type]
+        with pytest.raises(TransportError, match="nothing was sent"):
+            await alice.send("bob", "Blocker", {"b": 1})  # sync: never spooled (S19)
+        assert len(alice.spool) == 4  # type: ignore[arg-type]
         assert all(s.dedupe_key.startswith("sbc-") for s in spooled)
         bus.start()
-        await eventually(lambda: asyncio.sleep(0, len(replayed) == 5 and len(alice.spool) == 0), 20, "spool replayed")  # type: ignore[arg-type]
+        await eventually(lambda: asyncio.sleep(0, len(replayed) == 4 and len(alice.spool) == 0), 20, "spool replayed")  # type: ignore[arg-type]
         outcomes = {k: r for k, r in replayed}
         assert outcomes["task-0"].signal_id == stored.signal_id  # the replay answered the original
-        assert isinstance(outcomes[sync_out.dedupe_key], RecipientUnavailable)
         # replay order: newest first
         order = [k for k, _ in replayed]
-        assert order == [sync_out.dedupe_key, "task-0", spooled[2].dedupe_key, spooled[1].dedupe_key, spooled[0].dedupe_key]
+        assert order == ["task-0", spooled[2].dedupe_key, spooled[1].dedupe_key, spooled[0].dedupe_key]
     finally:
         await alice.close()
     bob = Client(bus.url, bob_tok)
@@ -391,6 +391,37 @@ async def test_s13_spool_while_the_bus_is_down_then_replay_without_duplicates(bu
 
 
 # S14 -----------------------------------------------------------------------------------------
+async def test_s19_sync_sends_and_asks_are_never_spooled(bus: Bus, admin: AdminClient, tmp_path: Path) -> None:
+    alice_tok = await token_for(admin, "alice")
+    await token_for(admin, "bob")
+    alice = Client(bus.url, alice_tok, spool_dir=str(tmp_path / "a"), reconnect_initial=5, reconnect_max=5)
+    never = Client(bus.url, alice_tok, spool_dir=str(tmp_path / "n"), identity="alice")  # never connected
+    await alice.connect()
+    try:
+        bus.stop()  # kill -9: the bus is unreachable
+        await alice.wait_disconnected(5)
+        for client in (alice, never):  # a lost session and no session behave the same
+            assert client.spool is not None
+            for send in (
+                client.send("bob", "Blocker", {"b": 1}),  # sync by default (CONTRACT §3)
+                client.send("bob", "TaskAssigned", {"t": 1}, delivery_class="sync"),
+            ):
+                with pytest.raises(TransportError, match="nothing was sent"):
+                    await send
+            started = time.monotonic()
+            with pytest.raises(TransportError, match="nothing was sent"):
+                await client.ask("bob", "Question", {"q": 1}, timeout=10)
+            with pytest.raises(TransportError, match="nothing was sent"):
+                await client.ask("bob", "StatusUpdate", {"q": 1}, timeout=10, delivery_class="async")
+            assert time.monotonic() - started < 2  # at once, not after the ask's timeout
+            assert len(client.spool) == 0
+            queued = await client.send("bob", "TaskAssigned", {"t": 2})  # async: still spooled
+            assert isinstance(queued, Spooled) and len(client.spool) == 1
+    finally:
+        await never.close()
+        await alice.close()
+
+
 async def test_s14_spool_caps_and_ttl(bus: Bus, admin: AdminClient, tmp_path: Path) -> None:
     alice_tok, bob_tok = await token_for(admin, "alice"), await token_for(admin, "bob")
     spool_dir = tmp_path / "spool"

@@ -5,15 +5,15 @@
 //!
 //! Deliberately no retry and no durable record: a batch the bus did not take (the session
 //! dropped and HTTP failed too) is dropped with a warning. The bus redelivers those signals on
-//! the next session, the dedupe drops the duplicates and re-acks them (`session::on_push`).
+//! the next session, the dedupe drops the duplicates and re-acks them (`delivery::on_push`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::calls::ack_ids;
-use crate::client::Inner;
+use crate::rpc::ack_ids;
+use crate::shared::Inner;
 
 /// Queues a handled id for the next batch.
 pub(crate) fn queue_ack(inner: &Inner, id: String) {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::client::{usage, Client};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::types::{SendOutcome, SendRequest, Signal};
 
@@ -27,24 +27,33 @@ impl Drop for Waiter<'_> {
 }
 
 impl Client {
-    /// Sends `signal_type` to `to` and returns the reply (acked with `auto_ack`). Needs the
-    /// session (`connect`). `AskTimeout` (with the question's signal_id) when no reply comes
-    /// within `timeout`; the send's typed error when it fails (`RecipientUnavailable`, ...).
+    /// Sends `signal_type` to `to` and returns the reply (acked with `auto_ack`). Needs an open
+    /// session, for the reply: without one (never connected, or lost) it fails at once with
+    /// `Unreachable` and sends nothing. Never spooled: the send's typed error comes back at
+    /// once (`RecipientUnavailable`, `Unreachable`, ...). `AskTimeout` (with the question's
+    /// signal_id) when no reply comes within `timeout`.
     pub async fn ask(&self, to: &str, signal_type: &str, payload: Value, timeout: Duration) -> Result<Signal> {
         self.ask_with(SendRequest::new(to, signal_type).payload(payload), timeout).await
     }
 
     /// `ask` with every send field; the request's correlation_id is replaced by a fresh one.
     pub async fn ask_with(&self, req: SendRequest, timeout: Duration) -> Result<Signal> {
-        if !self.inner.started.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(usage("ask needs the session for the reply: call connect() first"));
+        if !self.connected() {
+            let message = format!(
+                "ask {} to {}: no open session with {}, and the reply could only come over one \
+                 (call connect() first; a lost session comes back by itself: wait_connected())",
+                req.signal_type,
+                req.to,
+                self.inner.api.base()
+            );
+            return Err(Error::Unreachable { message, cause: "no open session".into(), dedupe_key: None });
         }
         let started = Instant::now();
         let cid = uuid::Uuid::new_v4().simple().to_string();
         let (tx, rx) = oneshot::channel();
         self.inner.asks.lock().unwrap().insert(cid.clone(), tx);
         let _waiter = Waiter { client: self, cid: cid.clone() };
-        let sent = self.send(req.correlation_id(cid.clone())).await?;
+        let sent = self.send_opts(req.correlation_id(cid.clone()), false).await?;
         match tokio::time::timeout_at(started + timeout, rx).await {
             Ok(Ok(sig)) => Ok(sig),
             Ok(Err(_)) => Err(Error::Closed),

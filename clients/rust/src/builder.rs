@@ -14,9 +14,10 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{usage, Client, Handler, HandlerError, Inner, ReplayCallback, Seen, SessionState};
+use crate::client::{Client, Handler};
 use crate::error::Result;
-use crate::http::HttpApi;
+use crate::http::{segment, HttpApi};
+use crate::shared::{usage, HandlerError, Inner, ReplayCallback, Seen, SessionState};
 use crate::spool::{Spool, SpoolEntry, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES};
 use crate::types::{SendResult, Signal};
 
@@ -170,11 +171,11 @@ impl ClientBuilder {
         let host_path = api.base().split_once("://").map_or("", |(_, rest)| rest);
         let mut ws_url = format!("{ws_scheme}{host_path}/v1/ws");
         if let Some(k) = &self.kind {
-            ws_url.push_str(&format!("?kind={}", crate::http::segment(k)));
+            ws_url.push_str(&format!("?kind={}", segment(k)));
         }
         let (inbox_tx, inbox_rx) = mpsc::unbounded_channel();
         let (state, _) = watch::channel(SessionState::default());
-        Ok(Client::from_inner(Arc::new(Inner {
+        let inner = Arc::new(Inner {
             api,
             ws_url,
             auto_ack: self.auto_ack,
@@ -184,7 +185,6 @@ impl ClientBuilder {
             reconnect_max: self.reconnect_max,
             replay_gap: Duration::from_secs_f64(1.0 / self.replay_rate),
             replay_interval: self.replay_interval,
-            handler: self.handler,
             on_replay: self.on_replay,
             spool,
             out: Mutex::new(None),
@@ -209,6 +209,7 @@ impl ClientBuilder {
             ack_interval: self.ack_interval,
             ack_calls: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
-        })))
+        });
+        Ok(Client::assemble(inner, self.handler))
     }
 }

@@ -2,86 +2,33 @@
 //! drain, get, list, roster, plugin facts. Calls with a WebSocket op go over the session when
 //! it is open and over HTTP otherwise (and when the session drops mid-call).
 //!
-//! Deliberately no retry loop: a send that fails with an unknown outcome is spooled (when there
+//! Deliberately only shapes calls: going over the session or HTTP is `rpc.rs`, spooling is
+//! `replay.rs`. No retry loop: a send that fails with an unknown outcome is spooled (when there
 //! is a spool) or returned with its dedupe_key, so the caller decides.
 
 use std::time::Duration;
 
-use chrono::Utc;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::client::{usage, Client, Inner};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::http::{segment, with_tenant};
-use crate::session::ws_call;
+use crate::replay::spool_send;
+use crate::rpc::{ack_ids, over_session_or_http, send_result, transmit_send};
+use crate::shared::usage;
 use crate::types::{
-    default_ttl, Agent, FactPage, ListQuery, PluginState, RecallAnswer, RecallOutcome, Roster, SendOutcome,
-    SendRequest, SendResult, Signal, SignalPage, SignalRow, Signals, Spooled,
+    default_delivery_class, Agent, FactPage, ListQuery, PluginState, RecallAnswer, RecallOutcome, Roster, SendOutcome,
+    SendRequest, Signal, SignalPage, SignalRow, Signals,
 };
-
-fn protocol(what: &str, e: serde_json::Error) -> Error {
-    Error::Protocol(format!("{what}: unexpected answer: {e}"))
-}
-
-/// Over the session when one is open; over HTTP when none is, or when it dropped before the
-/// answer (the retry is safe: sends carry a dedupe_key, the other ops are idempotent).
-async fn over_session_or_http<F, Fut>(inner: &Inner, frame: Value, dedupe_key: Option<&str>, http: F) -> Result<Value>
-where
-    F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = Result<Value>>,
-{
-    if inner.out.lock().unwrap().is_some() {
-        match ws_call(inner, frame, dedupe_key).await {
-            Err(Error::Transport { .. }) if inner.out.lock().unwrap().is_none() => {
-                tracing::info!(dedupe_key, "the session dropped during a call; retrying it over HTTP");
-            }
-            other => return other,
-        }
-    }
-    http().await
-}
-
-/// One attempt at a send; the answer's JSON.
-pub(crate) async fn transmit_send(inner: &Inner, req: &SendRequest) -> Result<Value> {
-    let body = serde_json::to_value(req).map_err(|e| Error::Protocol(format!("cannot encode the send: {e}")))?;
-    let key = req.dedupe_key.as_deref();
-    let mut frame = body.clone();
-    frame["op"] = json!("send");
-    over_session_or_http(inner, frame, key, || async {
-        inner.api.request(Method::POST, "/v1/signals", &[], Some(&body), &[]).await.map_err(|e| e.with_dedupe_key(key))
-    })
-    .await
-}
-
-pub(crate) fn send_result(v: Value, dedupe_key: &str) -> Result<SendResult> {
-    let mut r: SendResult = serde_json::from_value(v).map_err(|e| protocol("send", e))?;
-    r.dedupe_key = dedupe_key.to_string();
-    Ok(r)
-}
-
-pub(crate) async fn ack_ids(inner: &Inner, ids: &[String]) -> Result<u64> {
-    let mut total = 0;
-    // The HTTP ack takes at most 1000 ids a call; the session takes the same batches.
-    for chunk in ids.chunks(1000) {
-        inner.ack_calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let body = json!({"signal_ids": chunk});
-        let mut frame = body.clone();
-        frame["op"] = json!("ack");
-        let answer = over_session_or_http(inner, frame, None, || {
-            inner.api.request(Method::POST, "/v1/inbox/ack", &[], Some(&body), &[])
-        })
-        .await?;
-        total += answer["acked"].as_u64().unwrap_or(0);
-    }
-    Ok(total)
-}
 
 impl Client {
     /// Sends a signal (CONTRACT §4). It always carries a dedupe_key (the request's, or a fresh
     /// `sbc-<uuid>`), so resending it can never create a second signal. With a spool, a send the
-    /// bus could not take (unreachable, timeout, 503) is spooled and answered `Spooled`.
-    /// Errors: `RecipientUnavailable` (a bounced sync send), `UnknownRecipient`, ...
+    /// bus could not take (unreachable, timeout, 503) is spooled and answered `Spooled` — except a
+    /// sync send (`delivery_class` `sync`, or a type that is sync by default): its point is an
+    /// available recipient now, so it is never spooled and fails at once (`Unreachable`: nothing
+    /// was sent). Errors: `RecipientUnavailable` (a bounced sync send), `UnknownRecipient`, ...
     pub async fn send(&self, req: SendRequest) -> Result<SendOutcome> {
         self.send_opts(req, true).await
     }
@@ -90,27 +37,14 @@ impl Client {
     /// `Transport`/`Timeout`/`Unavailable` carrying the dedupe_key).
     pub async fn send_opts(&self, mut req: SendRequest, spool: bool) -> Result<SendOutcome> {
         let key = req.dedupe_key.get_or_insert_with(|| format!("sbc-{}", uuid::Uuid::new_v4())).clone();
+        let sync = req.delivery_class.as_deref().unwrap_or_else(|| default_delivery_class(&req.signal_type)) == "sync";
         match transmit_send(&self.inner, &req).await {
             Ok(v) => Ok(SendOutcome::Sent(send_result(v, &key)?)),
-            Err(e) if spool && e.is_spoolable() && self.inner.spool.is_some() => self.spool_send(req, &e),
+            Err(e) if spool && !sync && e.is_spoolable() && self.inner.spool.is_some() => {
+                spool_send(&self.inner, req, &e)
+            }
             Err(e) => Err(e),
         }
-    }
-
-    fn spool_send(&self, req: SendRequest, why: &Error) -> Result<SendOutcome> {
-        let Some(spool) = &self.inner.spool else { return Err(why.clone()) };
-        let ttl = req.ttl_seconds.unwrap_or_else(|| default_ttl(&req.signal_type));
-        let identity = self.identity();
-        let entry = spool.put(&req, ttl, identity.as_deref(), &why.to_string(), Utc::now())?;
-        tracing::warn!(code = why.code(), entry = %entry.name, "the bus could not take the send: spooled, replayed when it is back");
-        self.inner.replay_wakeup.notify_one();
-        Ok(SendOutcome::Spooled(Spooled {
-            dedupe_key: entry.dedupe_key().to_string(),
-            entry: entry.name,
-            reason: entry.reason,
-            spooled_at: entry.spooled_at,
-            ttl_seconds: entry.ttl_seconds,
-        }))
     }
 
     /// Recalls a signal you sent (CONTRACT §6). `not_found` is an answer, not an error.
@@ -151,7 +85,7 @@ impl Client {
 
     /// The next pushed signal, for a client without a handler; ack it with `ack`.
     pub async fn receive(&self, timeout: Duration) -> Result<Signal> {
-        if self.inner.handler.is_some() {
+        if self.life.handler.is_some() {
             return Err(usage("this client has an on_signal handler: signals go there, not to receive()"));
         }
         let mut rx = self.inner.inbox_rx.lock().await;

@@ -1,146 +1,33 @@
-//! The agent [`Client`]: its shared state and its lifecycle — start the background tasks
-//! (session, handler, ack batching, spool replay), wait for a session, close; and stop them all
-//! when the last handle is dropped. Its options are `builder.rs`.
+//! The agent [`Client`], the thin facade: its handles and its lifecycle — start the engine's
+//! background tasks (session, handler dispatch, ack batching, spool replay), wait for a
+//! session, close; and stop them all when the last handle is dropped. Its options are
+//! `builder.rs`, its calls `calls.rs` and `ask.rs`.
 //!
-//! Deliberately not the protocol: the session loop is `session.rs`, the calls are `calls.rs`,
-//! the spool replay `replay.rs`, ask/reply `ask.rs`. This file owns what they share.
+//! Deliberately not the engine: the state the tasks share is `shared.rs`, the session loop
+//! `session.rs`, pushed signals `delivery.rs`, calls over it `rpc.rs`, the spool replay
+//! `replay.rs`. None of those imports
+//! this file: the engine never holds a `Client`, so the caller's handles alone decide its life.
 
-use std::collections::{HashMap, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, watch, Notify};
-use tokio::task::JoinHandle;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_util::sync::CancellationToken;
-
-use crate::error::{BusError, Error, Result};
+use crate::error::{Error, Result};
 use crate::http::HttpApi;
-use crate::spool::{Spool, SpoolEntry};
-use crate::types::{SendResult, Signal, Welcome};
+use crate::replay::{replay_pass, ReplayReport};
+use crate::shared::{HandlerRun, Inner};
+use crate::spool::Spool;
+use crate::types::{Signal, Welcome};
 
-/// What a signal handler may fail with; a failed handler does not ack (the signal comes back).
-pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
-type BoxFuture = Pin<Box<dyn Future<Output = std::result::Result<(), HandlerError>> + Send>>;
-pub(crate) type Handler = Arc<dyn Fn(Signal, Client) -> BoxFuture + Send + Sync>;
-/// Told about each spooled send a replay settled: accepted, refused for good, or expired.
-pub type ReplayCallback = Arc<dyn Fn(&SpoolEntry, &Result<SendResult>) + Send + Sync>;
-
-pub(crate) fn usage(message: &str) -> Error {
-    Error::InvalidRequest(Box::new(BusError {
-        code: "invalid_request".into(),
-        message: message.into(),
-        status: None,
-        details: Default::default(),
-    }))
-}
-
-/// What the session supervisor publishes: whether a session is open, its welcome, and the
-/// error that made the client give up (a refused token).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SessionState {
-    pub connected: bool,
-    pub welcome: Option<Welcome>,
-    pub fatal: Option<Error>,
-    pub closed: bool,
-}
-
-/// Recently seen signal ids: `true` once handled (acked), `false` while the handler runs.
-/// Bounded, oldest forgotten first, so a long-lived client does not grow without end.
-#[derive(Debug, Default)]
-pub(crate) struct Seen {
-    window: usize,
-    ids: HashMap<String, bool>,
-    order: VecDeque<String>,
-}
-
-impl Seen {
-    pub fn new(window: usize) -> Self {
-        Seen { window, ..Seen::default() }
-    }
-    pub fn get(&self, id: &str) -> Option<bool> {
-        self.ids.get(id).copied()
-    }
-    pub fn remember(&mut self, id: &str, handled: bool) {
-        if self.ids.insert(id.to_string(), handled).is_none() {
-            self.order.push_back(id.to_string());
-        }
-        while self.ids.len() > self.window {
-            match self.order.pop_front() {
-                Some(old) => {
-                    self.ids.remove(&old);
-                }
-                None => break,
-            }
-        }
-    }
-    pub fn forget(&mut self, id: &str) {
-        self.ids.remove(id);
-        self.order.retain(|o| o != id);
-    }
-}
-
-/// Everything the client's tasks share. Std mutexes: every critical section is a map or
-/// option update that never awaits.
-pub(crate) struct Inner {
-    pub api: HttpApi,
-    pub ws_url: String,
-    pub auto_ack: bool,
-    pub request_timeout: Duration,
-    pub connect_timeout: Duration,
-    pub reconnect_initial: Duration,
-    pub reconnect_max: Duration,
-    pub replay_gap: Duration,
-    pub replay_interval: Duration,
-    pub handler: Option<Handler>,
-    pub on_replay: Option<ReplayCallback>,
-    pub spool: Option<Spool>,
-    /// The open session's outbound queue (its writer owns the socket); `None` between sessions.
-    pub out: Mutex<Option<mpsc::UnboundedSender<Message>>>,
-    /// Cancelling it drops the open session's socket without a close handshake.
-    pub kill: Mutex<Option<CancellationToken>>,
-    /// Calls waiting for their `result` frame, by `ref`.
-    pub pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
-    pub refs: AtomicU64,
-    pub seen: Mutex<Seen>,
-    /// Asks waiting for a reply, by correlation_id.
-    pub asks: Mutex<HashMap<String, oneshot::Sender<Signal>>>,
-    pub inbox_tx: mpsc::UnboundedSender<Signal>,
-    pub inbox_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Signal>>,
-    pub state: watch::Sender<SessionState>,
-    pub identity: Mutex<Option<String>>,
-    pub duplicates_dropped: AtomicU64,
-    pub sessions_opened: AtomicU64,
-    pub replay_wakeup: Notify,
-    /// One replay pass at a time (the loop and a caller's `replay_spool`).
-    pub replay_lock: tokio::sync::Mutex<()>,
-    pub shutdown: CancellationToken,
-    /// Ids handled and waiting to be acked in one frame (see `acks.rs`).
-    pub ack_buffer: Mutex<Vec<String>>,
-    pub ack_wakeup: Notify,
-    pub ack_max: usize,
-    pub ack_interval: Duration,
-    /// Ack calls made (WS frames or HTTP requests), auto and manual: a metric of the batching.
-    pub ack_calls: AtomicU64,
-    pub started: AtomicBool,
-    pub tasks: Mutex<Vec<JoinHandle<()>>>,
-}
-
-impl Inner {
-    /// Drops every call waiting for a result: each sees the session closed (outcome unknown).
-    pub fn fail_pending(&self) {
-        self.pending.lock().unwrap().clear();
-    }
-}
+/// The signal handler as the caller gives it: each signal with a client handle to reply with.
+pub(crate) type Handler = Arc<dyn Fn(Signal, Client) -> HandlerRun + Send + Sync>;
 
 /// Held by the caller's handles only, never by a background task (they hold `Arc<Inner>`, and
 /// at most a `Weak<Life>`): so its drop, with the last handle, is the client's end.
 pub(crate) struct Life {
     inner: Arc<Inner>,
+    /// The caller's signal handler; the dispatch task gets a closure over it, never a `Client`.
+    pub handler: Option<Handler>,
 }
 
 impl Drop for Life {
@@ -173,8 +60,8 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    pub(crate) fn from_inner(inner: Arc<Inner>) -> Client {
-        Client { life: Arc::new(Life { inner: inner.clone() }), inner }
+    pub(crate) fn assemble(inner: Arc<Inner>, handler: Option<Handler>) -> Client {
+        Client { life: Arc::new(Life { inner: inner.clone(), handler }), inner }
     }
 
     /// A handle for a background task to lend out (the handler's), while the caller still
@@ -220,6 +107,12 @@ impl Client {
         self.inner.ack_calls.load(Ordering::Relaxed)
     }
 
+    /// Replays the spool once (see `replay.rs`). The background task calls this at each new
+    /// session and every `replay_interval`; callers may too.
+    pub async fn replay_spool(&self) -> ReplayReport {
+        replay_pass(&self.inner).await
+    }
+
     /// Starts the session supervisor, the handler and the spool replay in the background
     /// without waiting for the bus. Needs a tokio runtime.
     pub fn start(&self) -> Result<()> {
@@ -233,8 +126,10 @@ impl Client {
         let mut tasks = self.inner.tasks.lock().unwrap();
         tasks.push(tokio::spawn(crate::session::supervise(self.inner.clone())));
         tasks.push(tokio::spawn(crate::acks::ack_loop(self.inner.clone())));
-        if self.inner.handler.is_some() {
-            tasks.push(tokio::spawn(crate::session::dispatch(self.inner.clone(), Arc::downgrade(&self.life))));
+        if let Some(handler) = self.life.handler.clone() {
+            let (inner, life) = (self.inner.clone(), Arc::downgrade(&self.life));
+            let run_handler = move |sig: Signal| Client::revive(&inner, &life).map(|client| handler(sig, client));
+            tasks.push(tokio::spawn(crate::delivery::dispatch(self.inner.clone(), run_handler)));
         }
         if self.inner.spool.is_some() {
             tasks.push(tokio::spawn(crate::replay::replay_loop(self.inner.clone())));

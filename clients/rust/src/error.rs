@@ -66,7 +66,7 @@ pub enum Error {
     #[error("{0} (an answer this client does not know: check the bus and client versions)")]
     Other(Box<BusError>),
     /// No connection to the bus could be made: nothing was sent.
-    #[error("unreachable: {message} (nothing was sent: retry once the bus is reachable, or give the client a spool)")]
+    #[error("unreachable: {message} (nothing was sent: retry once the bus is reachable)")]
     Unreachable {
         message: String,
         /// The innermost cause (e.g. `Connection refused (os error 111)`).

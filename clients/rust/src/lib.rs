@@ -7,34 +7,44 @@
 //! Deliberately a wire client: it depends on no crate of the bus, only on CONTRACT.md's JSON.
 //!
 //! # Layout
+//! The facade on top, the engine below it; each module imports only modules listed after it
+//! (no circle of imports):
+//! - `builder`: `ClientBuilder`, the options and their defaults. (facade)
+//! - `calls`: send, recall, ack, receive, inbox, drain, get, list, facts — shaping only. (facade)
+//! - `ask`: ask / reply. (facade)
+//! - `client`: `Client`, its handles and lifecycle: starts the engine's tasks, closes. (facade)
+//! - `session`: the WebSocket session loop: connect, welcome, heartbeat, reconnect. (engine)
+//! - `delivery`: pushed signals deduped, routed to an ask or the inbox; handler dispatch. (engine)
+//! - `replay`: spooling a send the bus could not take, and replaying the spool. (engine)
+//! - `acks`: the auto-acks, batched into one frame per `ack_batching(max, interval)`. (engine)
+//! - `rpc`: one call over the session, or over HTTP when there is none. (engine)
+//! - `shared`: `Inner`, the state the facade and the engine tasks share. (engine)
+//! - `http`: one HTTP call with its answer typed; the `AdminClient`.
+//! - `spool`: the offline spool directory.
 //! - `error`: the one error enum; every variant says what to do.
 //! - `types`: the wire shapes (send request and result, signals, rows, facts, roster).
-//! - `http`: one HTTP call with its answer typed; the `AdminClient`.
-//! - `builder`: `ClientBuilder`, the options and their defaults.
-//! - `client`: `Client`, its shared state and lifecycle.
-//! - `session`: the WebSocket session loop, push routing, dedupe, handler dispatch.
-//! - `acks`: the auto-acks, batched into one frame per `ack_batching(max, interval)`.
-//! - `calls`: send (and spooling), recall, ack, receive, inbox, drain, get, list, facts.
-//! - `spool` / `replay`: the offline spool and its replay.
-//! - `ask`: ask / reply.
 
 mod acks;
 mod ask;
 mod builder;
 mod calls;
 mod client;
+mod delivery;
 mod error;
 mod http;
 mod replay;
+mod rpc;
 mod session;
+mod shared;
 mod spool;
 mod types;
 
 pub use builder::ClientBuilder;
-pub use client::{Client, HandlerError, ReplayCallback};
+pub use client::Client;
 pub use error::{BusError, Error, Result};
 pub use http::{AdminClient, HttpApi};
 pub use replay::ReplayReport;
+pub use shared::{HandlerError, ReplayCallback};
 pub use spool::{Spool, SpoolEntry, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES};
 pub use types::{
     default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, SendOutcome, SendRequest,

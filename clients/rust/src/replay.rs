@@ -1,4 +1,5 @@
-//! Replaying the spool: newest first, rate-limited, each entry with the TTL it has left and its
+//! The spool's traffic: a send the bus could not take goes in (`spool_send`), and the replay
+//! takes it out — newest first, rate-limited, each entry with the TTL it has left and its
 //! dedupe_key, deleted only once the bus answered it for good (accepted, or a definitive 4xx).
 //!
 //! Deliberately stops a pass at the first answer that may change later (503, 429, 500, a
@@ -10,11 +11,11 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::time::Instant;
 
-use crate::calls::{send_result, transmit_send};
-use crate::client::{Client, Inner};
 use crate::error::{Error, Result};
+use crate::rpc::{send_result, transmit_send};
+use crate::shared::Inner;
 use crate::spool::SpoolEntry;
-use crate::types::SendResult;
+use crate::types::{default_ttl, SendOutcome, SendRequest, SendResult, Spooled};
 
 /// What one pass over the spool did.
 #[derive(Debug, Default)]
@@ -37,16 +38,25 @@ fn tell(inner: &Inner, entry: &SpoolEntry, outcome: &Result<SendResult>) {
     }
 }
 
-impl Client {
-    /// Replays the spool once (see the module docs). The background task calls this at each
-    /// new session and every `replay_interval`; callers may too.
-    pub async fn replay_spool(&self) -> ReplayReport {
-        replay_pass(&self.inner).await
-    }
+/// Spools a send the bus could not take and wakes the replay; answers what `send` returns.
+pub(crate) fn spool_send(inner: &Inner, req: SendRequest, why: &Error) -> Result<SendOutcome> {
+    let Some(spool) = &inner.spool else { return Err(why.clone()) };
+    let ttl = req.ttl_seconds.unwrap_or_else(|| default_ttl(&req.signal_type));
+    let identity = inner.identity.lock().unwrap().clone();
+    let entry = spool.put(&req, ttl, identity.as_deref(), &why.to_string(), Utc::now())?;
+    tracing::warn!(code = why.code(), entry = %entry.name, "the bus could not take the send: spooled, replayed when it is back");
+    inner.replay_wakeup.notify_one();
+    Ok(SendOutcome::Spooled(Spooled {
+        dedupe_key: entry.dedupe_key().to_string(),
+        entry: entry.name,
+        reason: entry.reason,
+        spooled_at: entry.spooled_at,
+        ttl_seconds: entry.ttl_seconds,
+    }))
 }
 
 /// One pass; a function of the shared state, so the background loop holds no `Client`.
-async fn replay_pass(inner: &Inner) -> ReplayReport {
+pub(crate) async fn replay_pass(inner: &Inner) -> ReplayReport {
     let mut report = ReplayReport::default();
     let Some(spool) = &inner.spool else { return report };
     let _one_pass = inner.replay_lock.lock().await;

@@ -1,18 +1,18 @@
 //! The WebSocket session (CONTRACT §7): open it with the token, read the welcome, heartbeat,
-//! route `result` frames to their callers and pushed signals to the handler or `receive`
-//! (deduped by id), and reconnect with jittered exponential backoff until the client closes or
-//! the bus refuses the token.
+//! route `result` frames to their callers and pushed signals to `delivery.rs`, and reconnect
+//! with jittered exponential backoff until the client closes or the bus refuses the token.
 //!
-//! Deliberately does not decide what a call means (that is `calls.rs`): it moves frames.
+//! Deliberately does not decide what a call means (that is `calls.rs`), nor make calls (that
+//! is `rpc.rs`): it moves frames. It never names the `Client`.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use rand::Rng;
-use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot};
+use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -21,9 +21,9 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::acks::queue_ack;
-use crate::client::{Client, Inner, Life};
+use crate::delivery::on_push;
 use crate::error::{BusError, Error, Result};
+use crate::shared::Inner;
 use crate::types::{Signal, Welcome};
 
 /// Keeps a session open until the client closes or the bus refuses the token.
@@ -220,93 +220,4 @@ fn handle_frame(inner: &Arc<Inner>, text: &str) {
         Some("pong") => {}
         other => tracing::debug!(op = ?other, "ignoring frame"),
     }
-}
-
-/// A pushed signal: dropped when seen (re-acked if it was handled: the first ack may have died
-/// with the old session), handed to a waiting `ask`, else queued for the handler/`receive`.
-fn on_push(inner: &Arc<Inner>, sig: Signal) {
-    let mut seen = inner.seen.lock().unwrap();
-    if let Some(handled) = seen.get(&sig.id) {
-        inner.duplicates_dropped.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(signal_id = %sig.id, redelivered = sig.redelivered, "duplicate signal dropped");
-        if handled && inner.auto_ack {
-            queue_ack(inner, sig.id);
-        }
-        return;
-    }
-    if let Some(cid) = &sig.correlation_id {
-        if let Some(tx) = inner.asks.lock().unwrap().remove(cid) {
-            seen.remember(&sig.id, true);
-            if inner.auto_ack {
-                queue_ack(inner, sig.id.clone());
-            }
-            let _ = tx.send(sig);
-            return;
-        }
-    }
-    seen.remember(&sig.id, false);
-    let _ = inner.inbox_tx.send(sig);
-}
-
-/// Runs the handler on each queued signal, one at a time; acks (batched) after `Ok`, forgets
-/// the id after `Err` so the redelivery runs it again. Holds the client only weakly: the
-/// handler's handle is lent per signal, so dropping the caller's last handle ends the client.
-pub(crate) async fn dispatch(inner: Arc<Inner>, life: Weak<Life>) {
-    let Some(handler) = inner.handler.clone() else { return };
-    let mut rx = inner.inbox_rx.lock().await;
-    loop {
-        let sig = tokio::select! {
-            _ = inner.shutdown.cancelled() => return,
-            s = rx.recv() => match s { Some(s) => s, None => return },
-        };
-        let id = sig.id.clone();
-        let Some(client) = Client::revive(&inner, &life) else { return };
-        match handler(sig, client).await {
-            Ok(()) => {
-                inner.seen.lock().unwrap().remember(&id, true);
-                if inner.auto_ack {
-                    queue_ack(&inner, id);
-                }
-            }
-            Err(e) => {
-                tracing::error!(signal_id = %id, error = %e, "the signal handler failed; not acked: it comes back on the next session");
-                inner.seen.lock().unwrap().forget(&id);
-            }
-        }
-    }
-}
-
-/// Sends one frame on the open session and waits for its result; the typed error otherwise.
-pub(crate) async fn ws_call(inner: &Inner, mut frame: Value, dedupe_key: Option<&str>) -> Result<Value> {
-    let Some(tx) = inner.out.lock().unwrap().clone() else {
-        return Err(Error::transport("no open session").with_dedupe_key(dedupe_key));
-    };
-    let r = format!("c{}", inner.refs.fetch_add(1, Ordering::Relaxed) + 1);
-    frame["ref"] = json!(r);
-    let op = frame["op"].as_str().unwrap_or_default().to_string();
-    let (otx, orx) = oneshot::channel();
-    inner.pending.lock().unwrap().insert(r.clone(), otx);
-    if tx.send(Message::text(frame.to_string())).is_err() {
-        inner.pending.lock().unwrap().remove(&r);
-        return Err(Error::transport("the session closed while sending").with_dedupe_key(dedupe_key));
-    }
-    let answer = match tokio::time::timeout(inner.request_timeout, orx).await {
-        Ok(Ok(a)) => a,
-        Ok(Err(_)) => {
-            return Err(Error::transport("the session closed before the bus answered; the outcome is unknown")
-                .with_dedupe_key(dedupe_key))
-        }
-        Err(_) => {
-            inner.pending.lock().unwrap().remove(&r);
-            let message = format!("no answer to {op} within {:?}; the outcome is unknown", inner.request_timeout);
-            return Err(Error::Timeout { message, dedupe_key: dedupe_key.map(str::to_string) });
-        }
-    };
-    if answer["ok"] == json!(true) {
-        return Ok(match answer.get("result") {
-            Some(v @ Value::Object(_)) => v.clone(),
-            _ => json!({}),
-        });
-    }
-    Err(Error::from_body(answer.get("error").unwrap_or(&Value::Null), None).with_dedupe_key(dedupe_key))
 }

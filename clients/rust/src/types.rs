@@ -334,6 +334,15 @@ pub struct FactPage {
     pub next_before_seq: Option<i64>,
 }
 
+/// CONTRACT §3: the delivery class the bus gives a send of `signal_type` that names none
+/// (`Blocker` and `Question` are sync, every other type async).
+pub(crate) fn default_delivery_class(signal_type: &str) -> &'static str {
+    match signal_type {
+        "Blocker" | "Question" => "sync",
+        _ => "async",
+    }
+}
+
 /// CONTRACT §3: the type's default TTL in seconds. A spooled send without `ttl_seconds` is
 /// stored with this so a replay can send the TTL it has left. A deployment that overrides the
 /// defaults should pass `ttl_seconds` explicitly.

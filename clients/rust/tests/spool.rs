@@ -1,6 +1,7 @@
-//! Scenarios S13 and S14 of clients/SCENARIOS.md: the offline spool against a real
+//! Scenarios S13, S14 and S19 of clients/SCENARIOS.md: the offline spool against a real
 //! `signalbus serve` that is killed and restarted — spooling while it is down, replaying newest
-//! first with no duplicate and the TTL left, and the spool's size, age and TTL caps.
+//! first with no duplicate and the TTL left, the spool's size, age and TTL caps, and the sends
+//! it never takes (sync sends and asks).
 //!
 //! Deliberately checks the outcome on the bus (what the recipient drains), not only what the
 //! client reports.
@@ -50,26 +51,23 @@ async fn s13_spool_while_the_bus_is_down_then_replay_without_duplicates() {
     }
     let resend = alice.send(task0).await.unwrap(); // the outcome is "unknown" to the caller
     assert!(matches!(&resend, SendOutcome::Spooled(s) if s.dedupe_key == "task-0"), "{resend:?}");
-    let sync_key = match alice.send(SendRequest::new("bob", "Blocker").payload(json!({"b": 1}))).await.unwrap() {
-        SendOutcome::Spooled(s) => s.dedupe_key,
-        other => panic!("expected Spooled, got {other:?}"),
-    };
+    let sync = alice.send(SendRequest::new("bob", "Blocker").payload(json!({"b": 1}))).await; // never spooled (S19)
+    assert!(matches!(sync, Err(Error::Unreachable { .. })), "{sync:?}");
     let spool = alice.spool().unwrap().clone();
-    assert_eq!(spool.len(), 5);
+    assert_eq!(spool.len(), 4);
     assert!(keys.iter().all(|k| k.starts_with("sbc-")), "{keys:?}");
     bus.start().await;
     let (r, s) = (replayed.clone(), spool.clone());
     eventually("spool replayed", 20, || {
         let (r, s) = (r.clone(), s.clone());
-        async move { Ok((r.lock().unwrap().len() == 5 && s.is_empty()).then_some(())) }
+        async move { Ok((r.lock().unwrap().len() == 4 && s.is_empty()).then_some(())) }
     })
     .await;
     let done = replayed.lock().unwrap().clone();
     let order: Vec<&str> = done.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(order, vec![sync_key.as_str(), "task-0", &keys[2], &keys[1], &keys[0]]); // newest first
+    assert_eq!(order, vec!["task-0", &keys[2], &keys[1], &keys[0]]); // newest first
     let outcome = |key: &str| done.iter().find(|(k, _)| k == key).map(|(_, r)| r.clone()).unwrap();
     assert_eq!(outcome("task-0").unwrap().signal_id, stored.signal_id); // the original signal
-    assert!(matches!(outcome(&sync_key), Err(Error::RecipientUnavailable { .. })));
     alice.close().await;
 
     let bob = Client::new(&bus.url, &bt).unwrap();
@@ -83,6 +81,48 @@ async fn s13_spool_while_the_bus_is_down_then_replay_without_duplicates() {
         let ttl = (by_n(n).expires_at - by_n(n).created_at).num_milliseconds();
         assert!(3_500_000 < ttl && ttl <= 3_600_000, "n={n}: ttl {ttl} ms is not the TTL left");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s19_sync_sends_and_asks_are_never_spooled() {
+    let mut bus = Bus::start_new().await;
+    let at = bus.token("alice").await;
+    bus.token("bob").await;
+    let alice = Client::builder(&bus.url, &at)
+        .spool_dir(bus.dir.path().join("a"))
+        .reconnect(Duration::from_secs(5), Duration::from_secs(5))
+        .build()
+        .unwrap();
+    // Never connected.
+    let never = Client::builder(&bus.url, &at).spool_dir(bus.dir.path().join("n")).identity("alice").build().unwrap();
+    alice.connect().await.unwrap();
+    bus.kill(); // the bus is unreachable
+    alice.wait_disconnected(Duration::from_secs(5)).await.unwrap();
+    let nothing_sent = |r: &signalbus_client::Result<_>| matches!(r, Err(e @ Error::Unreachable { .. }) if e.to_string().contains("nothing was sent"));
+    for client in [&alice, &never] {
+        // A lost session and no session behave the same.
+        let spool = client.spool().unwrap().clone();
+        let blocker = client.send(SendRequest::new("bob", "Blocker").payload(json!({"b": 1}))).await; // sync by default
+        assert!(nothing_sent(&blocker), "{blocker:?}");
+        let sync = client.send(SendRequest::new("bob", "TaskAssigned").delivery_class("sync")).await;
+        assert!(nothing_sent(&sync), "{sync:?}");
+        let started = std::time::Instant::now();
+        let ask = client.ask("bob", "Question", json!({"q": 1}), Duration::from_secs(10)).await;
+        assert!(
+            matches!(&ask, Err(e @ Error::Unreachable { .. }) if e.to_string().contains("nothing was sent")),
+            "{ask:?}"
+        );
+        let req = SendRequest::new("bob", "StatusUpdate").delivery_class("async");
+        let ask = client.ask_with(req, Duration::from_secs(10)).await;
+        assert!(matches!(&ask, Err(Error::Unreachable { .. })), "{ask:?}");
+        assert!(started.elapsed() < Duration::from_secs(2), "at once, not after the ask's timeout");
+        assert_eq!(spool.len(), 0);
+        let queued = client.send(SendRequest::new("bob", "TaskAssigned").payload(json!({"t": 2}))).await.unwrap();
+        assert!(matches!(queued, SendOutcome::Spooled(_)), "async: still spooled, {queued:?}");
+        assert_eq!(spool.len(), 1);
+    }
+    alice.close().await;
+    never.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

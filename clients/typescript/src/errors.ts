@@ -103,6 +103,12 @@ export class InternalError extends SignalbusError {
  * outcome is unknown: retry with the same dedupe_key (`dedupeKey`), which answers the original
  * signal if it was stored.
  */
+/**
+ * The hint of a TransportError thrown before any byte reached the bus (no connection could be
+ * made, or no session was open for an ask): unlike a dropped exchange, its outcome is known.
+ */
+export const NOTHING_SENT = "nothing was sent: retry once the bus is reachable";
+
 export class TransportError extends SignalbusError {
   static override readonly code: string = "transport";
   static override readonly hint: string = "the outcome is unknown: retry with the same dedupe_key once the bus is reachable";

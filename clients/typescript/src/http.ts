@@ -1,6 +1,9 @@
 /** Shared HTTP plumbing: typed errors, transport failures as TransportError. */
 
-import { ProtocolError, RateLimited, RequestTimeout, TransportError, errorFromBody, type ErrorDetails } from "./errors.js";
+import { NOTHING_SENT, ProtocolError, RateLimited, RequestTimeout, TransportError, errorFromBody, type ErrorDetails } from "./errors.js";
+
+/** Causes that mean no connection was made (before the request: the bus got nothing). */
+const NOT_CONNECTED = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"]);
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 
@@ -56,6 +59,9 @@ export class HttpApi {
         throw new RequestTimeout(`${method} ${path}: no answer within ${this.timeoutMs} ms`, { details, cause: e });
       }
       const cause = (e as { cause?: { code?: string; message?: string } })?.cause;
+      if (cause?.code && NOT_CONNECTED.has(cause.code)) {
+        throw new TransportError(`${method} ${path}: cannot connect to the bus (${cause.code})`, { hint: NOTHING_SENT, details, cause: e });
+      }
       throw new TransportError(`${method} ${path}: the bus could not be reached (${cause?.code ?? cause?.message ?? (e as Error)?.message})`, {
         details,
         cause: e,

@@ -4,10 +4,18 @@
  *     import { Client, AdminClient } from "@signalbus/client";
  *
  * The Node-only directory spool is `@signalbus/client/file-spool` (or pass `spoolDir`).
+ *
+ * Layout, top to bottom (each module imports only modules below it): `client` (the `Client`
+ * facade) → `replay` (spooling and replay) → `session` (the session engine: transport,
+ * supervisor, calls) → `delivery` (dedupe, dispatch, acks) → `admin` → `http` → `file-spool` →
+ * `spool`, `types`, `logger`, `errors`.
  */
 
 export { Client } from "./client.js";
-export type { ClientOptions, ReplayCallback, ReplayOutcome, ReplayReport, SignalHandler, WebSocketConstructor, WebSocketLike } from "./client.js";
+export type { ClientOptions } from "./client.js";
+export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
+export type { SignalHandler } from "./delivery.js";
+export type { WebSocketConstructor, WebSocketLike } from "./session.js";
 export { AdminClient } from "./admin.js";
 export type { AdminOptions } from "./admin.js";
 export * from "./errors.js";

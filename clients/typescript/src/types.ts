@@ -252,3 +252,9 @@ export const DEFAULT_TTL_SECONDS: Readonly<Record<string, number>> = {
 };
 export const FALLBACK_TTL_SECONDS = 24 * 3600;
 export const defaultTtl = (type: string): number => DEFAULT_TTL_SECONDS[type] ?? FALLBACK_TTL_SECONDS;
+
+/** CONTRACT §3: the types whose default delivery class is sync (every other type is async). */
+const SYNC_BY_DEFAULT = new Set(["Blocker", "Question"]);
+
+/** The delivery class the bus gives a send of `type` that names none. */
+export const defaultClass = (type: string): DeliveryClass => (SYNC_BY_DEFAULT.has(type) ? "sync" : "async");

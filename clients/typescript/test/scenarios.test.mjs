@@ -15,6 +15,7 @@ import {
   RecipientUnavailable,
   SignalbusError,
   SpoolExpired,
+  TransportError,
   Unauthorized,
   UnknownRecipient,
 } from "../dist/index.js";
@@ -384,17 +385,15 @@ test("S13 spool while the bus is down, then replay without duplicates", () =>
       }
       const resend = await alice.send("bob", "TaskAssigned", { n: 0 }, { dedupeKey: "task-0" }); // outcome "unknown" to the caller
       assert.deepEqual([resend.spooled, resend.dedupeKey], [true, "task-0"]);
-      const syncOut = await alice.send("bob", "Blocker", { b: 1 }); // sync to an offline bob: bounced at replay
-      assert.equal(syncOut.spooled, true);
-      assert.equal(await spool.count(), 5);
+      await assert.rejects(alice.send("bob", "Blocker", { b: 1 }), (e) => e instanceof TransportError && /nothing was sent/.test(e.message)); // sync: never spooled (S19)
+      assert.equal(await spool.count(), 4);
       await bus.start();
-      await eventually(async () => replayed.length === 5 && (await spool.count()) === 0, 20000, "spool replayed");
+      await eventually(async () => replayed.length === 4 && (await spool.count()) === 0, 20000, "spool replayed");
       const outcomes = Object.fromEntries(replayed);
       assert.equal(outcomes["task-0"].signalId, stored.signalId); // the replay answered the original
-      assert.ok(outcomes[syncOut.dedupeKey] instanceof RecipientUnavailable);
       assert.deepEqual(
         replayed.map(([k]) => k),
-        [syncOut.dedupeKey, "task-0", spooled[2].dedupeKey, spooled[1].dedupeKey, spooled[0].dedupeKey],
+        ["task-0", spooled[2].dedupeKey, spooled[1].dedupeKey, spooled[0].dedupeKey],
       ); // newest first
     } finally {
       await alice.close();
@@ -406,6 +405,38 @@ test("S13 spool while the bus is down, then replay without duplicates", () =>
     for (const n of [1, 2, 3]) {
       const ttl = seconds(byN[n].createdAt, byN[n].expiresAt);
       assert.ok(ttl > 3500 && ttl <= 3600, `ttl ${ttl}`); // the TTL left, not a fresh one
+    }
+  }));
+
+test("S19 sync sends and asks are never spooled", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    await tokenFor(admin, "bob");
+    const spoolDirOf = () => mkdtempSync(path.join(tmpdir(), "sbc-spool-"));
+    const alice = client(bus, aliceTok, { spoolDir: spoolDirOf(), reconnectInitialMs: 5000, reconnectMaxMs: 5000 });
+    const never = client(bus, aliceTok, { spoolDir: spoolDirOf(), identity: "alice" }); // never connected
+    const nothingSent = (e) => e instanceof TransportError && /nothing was sent/.test(e.message);
+    try {
+      await alice.connect();
+      await bus.stop("SIGKILL"); // the bus is unreachable
+      await alice.waitDisconnected(5000);
+      for (const c of [alice, never]) {
+        // a lost session and no session behave the same
+        const spool = await c.spool();
+        await assert.rejects(c.send("bob", "Blocker", { b: 1 }), nothingSent); // sync by default (CONTRACT §3)
+        await assert.rejects(c.send("bob", "TaskAssigned", { t: 1 }, { deliveryClass: "sync" }), nothingSent);
+        const started = Date.now();
+        await assert.rejects(c.ask("bob", "Question", { q: 1 }, 10000), nothingSent);
+        await assert.rejects(c.ask("bob", "StatusUpdate", { q: 1 }, 10000, { deliveryClass: "async" }), nothingSent);
+        assert.ok(Date.now() - started < 2000, "at once, not after the ask's timeout");
+        assert.equal(await spool.count(), 0);
+        const queued = await c.send("bob", "TaskAssigned", { t: 2 }); // async: still spooled
+        assert.equal(queued.spooled, true);
+        assert.equal(await spool.count(), 1);
+      }
+    } finally {
+      await never.close();
+      await alice.close();
     }
   }));
 

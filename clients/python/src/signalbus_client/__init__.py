@@ -1,9 +1,15 @@
 """signalbus-client: the Python client of signalbus (asyncio).
 
     from signalbus_client import Client, AdminClient
+
+Layout, top to bottom (each module imports only modules below it): ``client`` (the ``Client``
+facade) → ``replay`` (spooling and replay) → ``session`` (the session engine: transport, supervisor,
+calls) → ``delivery`` (dedupe, dispatch, acks) → ``admin`` → ``http`` → ``spool``, ``types``,
+``errors``.
 """
 
-from .client import AdminClient, Client, ReplayReport, SpoolExpired
+from .admin import AdminClient
+from .client import Client
 from .errors import (
     AlreadyRegistered,
     AskTimeout,
@@ -24,6 +30,7 @@ from .errors import (
     Unavailable,
     UnknownRecipient,
 )
+from .replay import ReplayReport, SpoolExpired
 from .spool import Spool, SpoolEntry
 from .types import (
     Agent,

@@ -117,6 +117,11 @@ class InternalError(SignalbusError):
     hint = "the bus failed; retry later with the same dedupe_key and report it if it persists"
 
 
+# The hint of a TransportError raised before any byte reached the bus (no connection could be
+# made, or no session was open for an ask): unlike a dropped exchange, its outcome is known.
+NOTHING_SENT = "nothing was sent: retry once the bus is reachable"
+
+
 class TransportError(SignalbusError):
     """The bus could not be reached, or the connection dropped before an answer came. For a send
     the outcome is unknown: retry with the same ``dedupe_key`` (kept in ``details``), which

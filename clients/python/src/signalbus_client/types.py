@@ -301,5 +301,14 @@ DEFAULT_TTL_SECONDS: dict[str, int] = {
 FALLBACK_TTL_SECONDS = 24 * 3600
 
 
+# CONTRACT §3: the types whose default delivery class is sync (every other type is async).
+SYNC_BY_DEFAULT = frozenset({"Blocker", "Question"})
+
+
+def default_class(signal_type: str) -> str:
+    """The delivery class the bus gives a send of ``signal_type`` that names none."""
+    return "sync" if signal_type in SYNC_BY_DEFAULT else "async"
+
+
 def default_ttl(signal_type: str) -> int:
     return DEFAULT_TTL_SECONDS.get(signal_type, FALLBACK_TTL_SECONDS)
