@@ -30,6 +30,7 @@ pub mod nul;
 pub mod presence;
 pub mod redact;
 pub mod send;
+pub mod session;
 pub mod signal;
 pub mod store;
 

@@ -1,6 +1,7 @@
-//! A session's life on the stream: the one place that builds `session.opened`,
-//! `session.heartbeat` and `session.closed`, for WebSocket and piggyback sessions alike, and
-//! keeps this node's presence and heartbeat throttle in step with what it records.
+//! A session's life on the stream: the one place that records `session.opened`,
+//! `session.heartbeat` and `session.closed` (built and decided by `bus::session`), for WebSocket
+//! and piggyback sessions alike, and keeps this node's presence and heartbeat throttle in step
+//! with what it records.
 //!
 //! Deliberately holds no session: the WebSocket loop (`api/ws/session.rs`) owns its socket and
 //! its hub entry, and decides when to open, beat and close; this only records.
@@ -8,8 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bus::event::{Entity, Event, EventBody, SessionClosed, SessionHeartbeat, SessionKind, SessionOpened, Surface};
+use bus::event::{Entity, Event, SessionKind, Surface};
 use bus::log::Expect;
+use bus::session::Closing;
 use bus::store::SignalStore;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -41,13 +43,7 @@ impl Lifecycle {
         surface: Surface,
         at: DateTime<Utc>,
     ) -> Result<(), bus::Error> {
-        let body = EventBody::SessionOpened(SessionOpened {
-            session_id: id,
-            identity: agent.identity.clone(),
-            kind,
-            surface,
-            node: self.node.clone(),
-        });
+        let body = bus::session::opened(id, &agent.identity, kind, surface, &self.node);
         self.store.record(&Event::new(&agent.tenant, Some(agent.identity.clone()), at, body)).await?;
         Ok(())
     }
@@ -79,7 +75,7 @@ impl Lifecycle {
     /// Records a heartbeat event for a session (failures are logged: a missed heartbeat only
     /// makes the session look older to other nodes).
     pub async fn record_heartbeat(&self, id: Uuid, tenant: &str, identity: &str, at: DateTime<Utc>) {
-        let body = EventBody::SessionHeartbeat(SessionHeartbeat { session_id: id, identity: identity.to_string() });
+        let body = bus::session::heartbeat(id, identity);
         if let Err(e) = self.store.record(&Event::new(tenant, Some(identity.to_string()), at, body)).await {
             tracing::warn!(error = %e, session_id = %id, "heartbeat could not be recorded");
         }
@@ -103,8 +99,8 @@ impl Lifecycle {
         identity: &str,
         reason: CloseReason,
     ) -> Result<(), bus::Error> {
-        let event = Event::new(tenant, Some(identity.to_string()), Utc::now(), closed(id, identity, reason));
-        self.store.record(&event).await?;
+        let body = bus::session::closed(id, identity, reason.label());
+        self.store.record(&Event::new(tenant, Some(identity.to_string()), Utc::now(), body)).await?;
         Ok(())
     }
 
@@ -121,20 +117,23 @@ impl Lifecycle {
     ) -> Result<bool, bus::Error> {
         let log = self.store.log();
         let subject = log.subjects().of(tenant, Entity::Session(id));
-        let Some(last) = log.last_on_subject(&subject).await? else {
-            self.presence.close(id);
-            return Ok(false);
-        };
-        if matches!(last.event.body, EventBody::SessionClosed(_)) {
-            self.presence.close(id);
-            self.heartbeats.forget(id);
-            return Ok(false);
-        }
-        if silent_before.is_some_and(|b| last.event.occurred_at > b) {
-            return Ok(false);
-        }
-        let event = Event::new(tenant, Some(identity.to_string()), Utc::now(), closed(id, identity, reason));
-        match self.store.append(&event, Expect::LastSubjectSeq(last.seq)).await {
+        let newest = log.last_on_subject(&subject).await?;
+        let (event, newest_seq) =
+            match bus::session::decide_close(newest.as_ref(), id, identity, reason.label(), silent_before) {
+                Closing::Unknown => {
+                    self.presence.close(id);
+                    return Ok(false);
+                }
+                Closing::AlreadyClosed => {
+                    self.presence.close(id);
+                    self.heartbeats.forget(id);
+                    return Ok(false);
+                }
+                Closing::StillHeard => return Ok(false),
+                Closing::Close { event, newest_seq } => (event, newest_seq),
+            };
+        let event = Event::new(tenant, Some(identity.to_string()), Utc::now(), event);
+        match self.store.append(&event, Expect::LastSubjectSeq(newest_seq)).await {
             Ok(_) => {
                 self.presence.close(id);
                 self.heartbeats.forget(id);
@@ -145,12 +144,4 @@ impl Lifecycle {
             Err(e) => Err(e),
         }
     }
-}
-
-fn closed(id: Uuid, identity: &str, reason: CloseReason) -> EventBody {
-    EventBody::SessionClosed(SessionClosed {
-        session_id: id,
-        identity: identity.to_string(),
-        reason: reason.label().to_string(),
-    })
 }
