@@ -22,6 +22,7 @@ pub mod catalog;
 pub mod codec;
 pub mod error;
 pub mod event;
+pub mod fact;
 pub mod files;
 pub mod log;
 pub mod metrics;

@@ -1,13 +1,12 @@
 //! The commands other than send, shared by HTTP, WebSocket and MCP: recall (CONTRACT §6), ack
 //! (CONTRACT §5) and plugin facts (CONTRACT §8).
 //!
-//! Deliberately thin: `bus::store` decides and appends; this file adds who may ask, what the
-//! caller is told, and the metrics.
+//! Deliberately thin: `bus` decides (`signal`, `fact`) and `bus::store` appends; this file adds
+//! quotas, what the caller is told, and the metrics.
 
 use std::collections::HashSet;
 
-use bus::event::{Event, EventBody, PluginFactRecorded, SignalsAcked};
-use bus::names::{plugin_owned_by, validate_plugin};
+use bus::event::{Event, EventBody, SignalsAcked};
 use bus::signal::{decide, RecallOutcome, SignalCommand};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -19,9 +18,6 @@ use crate::metrics;
 use crate::ratelimit::FactRate;
 use crate::sessions::hub::SessionHandle;
 use crate::state::Gateway;
-
-/// Largest plugin fact state, encoded (CONTRACT §8).
-pub const MAX_FACT_STATE_BYTES: usize = 1024 * 1024;
 
 /// Recalls `signal_id` on behalf of its sender `by`. Another's signal, a bounce and an unknown
 /// id all answer `not_found`, so ids cannot be probed.
@@ -103,15 +99,7 @@ async fn delivered_to(gw: &Gateway, tenant: &str, by: &str, id: Uuid, now: DateT
     Ok(decide(&state, &command, now).is_ok_and(|events| !events.is_empty()))
 }
 
-/// Who records a plugin fact: an agent, for the plugins it owns, or the admin, for any.
-#[derive(Debug, Clone, Copy)]
-pub enum FactAuthor<'a> {
-    Agent(&'a str),
-    Admin,
-}
-
-/// `recorded_by` of facts the admin records.
-pub const ADMIN_RECORDER: &str = "admin";
+pub use bus::fact::FactAuthor;
 
 /// A recorded plugin fact: its per-plugin `seq`, and the paths of `state` the redaction guard
 /// replaced (CONTRACT §4, applied to facts as to payloads).
@@ -128,47 +116,19 @@ pub async fn fact(
     author: FactAuthor<'_>,
     plugin: &str,
     fact_type: &str,
-    mut state: Value,
+    state: Value,
 ) -> Result<FactRecorded, ApiError> {
-    let by = match author {
-        FactAuthor::Agent(identity) => identity,
-        FactAuthor::Admin => ADMIN_RECORDER,
-    };
-    validate_plugin(plugin)?;
-    if matches!(author, FactAuthor::Agent(_)) && !plugin_owned_by(plugin, by) {
-        return Err(ApiError::Forbidden(format!("{by} may only record facts for the plugins {by:?} and \"{by}/...\"")));
-    }
-    bus::nul::refuse_in_str("fact_type", fact_type)?;
-    bus::nul::refuse_in_json("state", &state)?;
-    if fact_type.is_empty() || fact_type.chars().count() > 128 {
-        return Err(ApiError::invalid("fact_type must be 1 to 128 characters"));
-    }
-    if !state.is_object() {
-        return Err(ApiError::invalid("state must be a JSON object"));
-    }
+    // Bounded before any rule looks at it: nesting is a wire limit.
     crate::wire::check_depth("state", &state)?;
-    let redacted = bus::redact::redact(&mut state);
-    let encoded = state.to_string();
-    if encoded.len() > MAX_FACT_STATE_BYTES {
-        return Err(ApiError::PayloadTooLarge(format!(
-            "state is {} bytes encoded, the limit is {MAX_FACT_STATE_BYTES}",
-            encoded.len()
-        )));
-    }
-    if let Err(wait) = gw.fact_limiter().check_n(tenant, by, FactRate::cost(encoded.len())) {
+    let bus::fact::FactDecided { fact, redacted } = bus::fact::decide(author, plugin, fact_type, state)?;
+    let by = fact.recorded_by.clone();
+    if let Err(wait) = gw.fact_limiter().check_n(tenant, &by, FactRate::cost(fact.state.len())) {
         metrics::facts_rate_limited();
         return Err(ApiError::rate_limited(
             format!("{by} is over its plugin fact rate; retry in {} ms", wait.as_millis().max(1)),
             wait,
         ));
     }
-    let fact = PluginFactRecorded {
-        plugin: plugin.to_string(),
-        seq: 0,
-        fact_type: fact_type.to_string(),
-        state: encoded,
-        recorded_by: by.to_string(),
-    };
-    let seq = gw.store().record_fact(tenant, by, fact, Utc::now()).await?;
+    let seq = gw.store().record_fact(tenant, &by, fact, Utc::now()).await?;
     Ok(FactRecorded { seq, redacted })
 }
