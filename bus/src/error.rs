@@ -79,19 +79,21 @@ pub enum Error {
     Undecodable { seq: u64, subject: String, reason: String },
     #[error("event could not be encoded: {0}")]
     Encode(String),
+    /// The log cannot be used as configured: a bad URL or stream name, a stream that exists
+    /// with other settings, a data file written by a newer binary.
+    #[error("event log configuration: {0}")]
+    Config(String),
+    /// The stream refused the event itself (too large, stream sealed, ...).
+    #[error("the stream refused the event: {0}")]
+    Rejected(String),
+    /// The embedded log's SQLite file failed.
     #[error("event log storage: {0}")]
-    Storage(String),
+    Sqlite(#[from] sqlx::Error),
     /// The event would count only if stored before its deadline (`EventBody::store_by`: a
     /// delivery before its signal's `expires_at`), and the stream stored it later or could not
     /// store it in time: nothing was accepted. `store` turns it into `Refusal::Expired`.
     #[error("the event could not be stored before its deadline; nothing was accepted")]
     TooLate,
-}
-
-impl From<sqlx::Error> for Error {
-    fn from(e: sqlx::Error) -> Self {
-        Error::Storage(e.to_string())
-    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn internals_never_reach_the_message() {
-        let e: ApiError = bus::Error::Storage("sqlite: disk I/O at /secret/path".into()).into();
+        let e: ApiError = bus::Error::Config("sqlite: disk I/O at /secret/path".into()).into();
         assert_eq!(e.to_string(), "internal error");
     }
 }

@@ -267,7 +267,7 @@ fn prepare_writer(options: SqliteConnectOptions) -> BoxFuture<'static, Result<(S
         let mut conn = options.connect().await.map_err(unavailable)?;
         let version: i64 = conn.fetch_one(sqlx::query("PRAGMA user_version")).await?.try_get(0)?;
         if version > SCHEMA_VERSION {
-            return Err(Error::Storage(format!(
+            return Err(Error::Config(format!(
                 "{FILE_NAME} has schema version {version}, newer than this binary's {SCHEMA_VERSION}"
             )));
         }

@@ -126,7 +126,7 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
                 }
                 return Err(Error::Conflict { subject, expected, found });
             }
-            Attempt::Refused(why) => return Err(Error::Storage(format!("stream refused the event: {why}"))),
+            Attempt::Refused(why) => return Err(Error::Rejected(why)),
             Attempt::Unknown(why) => {
                 unanswered += 1;
                 debug!(subject = %subject, unanswered, error = %why, "append unanswered; publishing it again");

@@ -32,10 +32,10 @@ fn server_addrs(url: &str) -> Result<Vec<async_nats::ServerAddr>> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse().map_err(|e| Error::Storage(format!("invalid nats url {s:?}: {e}"))))
+        .map(|s| s.parse().map_err(|e| Error::Config(format!("invalid nats url {s:?}: {e}"))))
         .collect::<Result<_>>()?;
     if addrs.is_empty() {
-        return Err(Error::Storage("no nats url given".into()));
+        return Err(Error::Config("no nats url given".into()));
     }
     Ok(addrs)
 }
@@ -50,7 +50,7 @@ impl JetStreamLog {
     /// with other replicas, subjects, retention or a shorter duplicate window is refused.
     pub async fn connect(url: &str, config: JetStreamConfig) -> Result<JetStreamLog> {
         if !valid_stream_name(&config.stream) {
-            return Err(Error::Storage(format!("invalid stream name {:?}", config.stream)));
+            return Err(Error::Config(format!("invalid stream name {:?}", config.stream)));
         }
         let client = async_nats::ConnectOptions::new()
             .name("signalbus")

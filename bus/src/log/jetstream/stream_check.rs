@@ -20,7 +20,7 @@ pub fn check_server(version: &str, replicas: usize) -> Result<()> {
     if parsed.is_some_and(|v| v >= REPLICATED_CAS_SINCE) {
         return Ok(());
     }
-    Err(Error::Storage(format!(
+    Err(Error::Config(format!(
         "--replicas {replicas} needs nats-server >= 2.10.19 (per-subject compare-and-set on a replicated \
          stream); this server is {version}: upgrade it, or run with --replicas 1"
     )))
@@ -59,7 +59,7 @@ pub fn check_stream(current: &Config, wanted: &Config) -> Result<()> {
     if diffs.is_empty() {
         return Ok(());
     }
-    Err(Error::Storage(format!(
+    Err(Error::Config(format!(
         "stream {} exists with another configuration ({}); the bus never rewrites it: change it with \
          `nats stream edit {}` (replicas, duplicate window) or recreate it, or start with the matching --replicas",
         wanted.name,
