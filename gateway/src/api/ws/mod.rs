@@ -18,10 +18,12 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Query, State, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use bus::event::SessionKind;
 
 use crate::auth::{bearer, Principal};
 use crate::error::ApiError;
+use crate::listener::CloseRoom;
 use crate::state::Gateway;
 
 /// Bytes read from a session's socket per read call (and what an idle session keeps).
@@ -34,6 +36,7 @@ pub async fn upgrade(
     State(gw): State<Gateway>,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    room: Option<Extension<CloseRoom>>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     match accept(&gw, &params, &headers) {
@@ -45,6 +48,7 @@ pub async fn upgrade(
             };
             let limit = gw.config().max_frame_bytes;
             let tasks = gw.tasks().clone();
+            let room = room.map(|Extension(r)| r);
             ws.max_message_size(limit)
                 .max_frame_size(limit)
                 // tungstenite's defaults (128 KiB read, 128 KiB write target) were most of an
@@ -56,7 +60,7 @@ pub async fn upgrade(
                 .write_buffer_size(WRITE_BATCH_BYTES)
                 // Bounds what piles up only if writes keep failing: two of the largest frames.
                 .max_write_buffer_size(2 * limit.max(READ_BUFFER_BYTES))
-                .on_upgrade(move |socket| tasks.track_future(session::serve(gw, socket, agent, kind)))
+                .on_upgrade(move |socket| tasks.track_future(session::serve(gw, socket, agent, kind, room)))
         }
         Err(e) => e.into_response(),
     }
