@@ -53,7 +53,9 @@ pub async fn upgrade(
                 .max_frame_size(limit)
                 // tungstenite's defaults (128 KiB read, 128 KiB write target) were most of an
                 // idle session's memory. The read buffer is only the per-read chunk: a larger
-                // frame reserves its full length once its header is read. Writes collect up to
+                // frame's buffer grows as its bytes arrive (the workspace's patched tungstenite,
+                // vendor/tungstenite/PATCHED.md; upstream reserves the length a header merely
+                // announces, so 14 bytes pinned a megabyte). Writes collect up to
                 // `WRITE_BATCH_BYTES` of a burst of frames before the writer's flush; an idle
                 // session never fills it, so it keeps only what its largest write needed.
                 .read_buffer_size(READ_BUFFER_BYTES)
