@@ -98,7 +98,11 @@ pub struct Args {
     /// Sessions that never read, pushed to until closed with 1013 (memory).
     #[arg(long, default_value_t = 8)]
     pub slow_sessions: usize,
-    /// Run only this phase of `memory` (ack_flood, fact_reads, slow_consumers) in this process.
+    /// Sessions that each announce a frame of 1 MiB − 1 and send one byte of it (memory).
+    #[arg(long, default_value_t = 1000)]
+    pub announce_sessions: usize,
+    /// Run only this phase of `memory` (ack_flood, fact_reads, slow_consumers,
+    /// announced_frames) in this process.
     #[arg(long)]
     pub memory_phase: Option<String>,
     /// `peer`: the RabbitMQ to compare with.
@@ -168,6 +172,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "facts": args.facts,
         "readers": args.readers,
         "slow_sessions": args.slow_sessions,
+        "announce_sessions": args.announce_sessions,
         "embedded": args.embedded,
         "nats": format!("{:?}", args.nats).to_lowercase(),
         "compare_embedded": args.compare_embedded,

@@ -32,9 +32,9 @@ pub async fn recall(gw: &Gateway, tenant: &str, by: &str, signal_id: Uuid) -> Re
 /// `recall` of an id given as text (a path parameter, a tool argument): text that is not a
 /// uuid names no signal, so it answers `not_found` like an unknown id.
 pub async fn recall_id(gw: &Gateway, tenant: &str, by: &str, signal_id: &str) -> Result<RecallOutcome, ApiError> {
-    match Uuid::parse_str(signal_id) {
-        Ok(id) => recall(gw, tenant, by, id).await,
-        Err(_) => {
+    match crate::wire::canonical_uuid(signal_id) {
+        Some(id) => recall(gw, tenant, by, id).await,
+        None => {
             metrics::recall(RecallOutcome::NotFound);
             Ok(RecallOutcome::NotFound)
         }

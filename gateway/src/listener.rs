@@ -33,8 +33,11 @@ use tower::ServiceExt;
 
 use crate::config::ConnLimits;
 
+mod socket;
 mod tls;
 use crate::metrics;
+pub use socket::CloseRoom;
+use socket::TcpSocket;
 use tls::handshake;
 pub use tls::Tls;
 
@@ -57,6 +60,7 @@ pub async fn serve<L>(
 where
     L: Listener,
     L::Addr: Debug,
+    L::Io: TcpSocket,
 {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let answering = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
@@ -110,16 +114,21 @@ async fn serve_connection<I>(
     permit: OwnedSemaphorePermit,
     mut stop: watch::Receiver<bool>,
 ) where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    I: AsyncRead + AsyncWrite + TcpSocket + Unpin + Send + 'static,
 {
+    socket::limit_unsent(io.tcp());
     let activity = Arc::new(Activity::new());
-    let io = TokioIo::new(Tracked { io, activity: activity.clone(), _open: Open::new(permit) });
+    let room = CloseRoom::default();
+    let io = TokioIo::new(Tracked { io, activity: activity.clone(), room: room.clone(), _open: Open::new(permit) });
     let service = {
         let activity = activity.clone();
         hyper::service::service_fn(move |req: Request<Incoming>| {
             let (router, busy) = (router.clone(), activity.request_started());
+            let mut req = req.map(Body::new);
+            // A WebSocket session takes it along, to make room for its close frame.
+            req.extensions_mut().insert(room.clone());
             async move {
-                let response = router.oneshot(req.map(Body::new)).await.unwrap_or_else(|e| match e {});
+                let response = router.oneshot(req).await.unwrap_or_else(|e| match e {});
                 // The request counts as in progress until its answer is written (or dropped).
                 Ok::<_, Infallible>(response.map(|body| Body::new(Guarded { body, _busy: busy })))
             }
@@ -332,11 +341,13 @@ impl Drop for Open {
     }
 }
 
-/// The socket, noting when request bytes arrive.
+/// The socket, noting when request bytes arrive, and lifting its unsent-bytes limit on the
+/// first write after its `CloseRoom` was asked for.
 #[derive(Debug)]
 struct Tracked<I> {
     io: I,
     activity: Arc<Activity>,
+    room: CloseRoom,
     _open: Open,
 }
 
@@ -351,8 +362,9 @@ impl<I: AsyncRead + Unpin> AsyncRead for Tracked<I> {
     }
 }
 
-impl<I: AsyncWrite + Unpin> AsyncWrite for Tracked<I> {
+impl<I: AsyncWrite + TcpSocket + Unpin> AsyncWrite for Tracked<I> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.room.before_write(self.io.tcp());
         Pin::new(&mut self.io).poll_write(cx, buf)
     }
 
@@ -361,6 +373,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Tracked<I> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        self.room.before_write(self.io.tcp());
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 

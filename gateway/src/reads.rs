@@ -11,7 +11,6 @@ use std::time::Duration;
 use bus::names::validate_plugin;
 use chrono::Utc;
 use serde_json::{json, Value};
-use uuid::Uuid;
 
 use crate::auth::Agent;
 use crate::error::ApiError;
@@ -28,11 +27,11 @@ pub async fn consistent(gw: &Gateway) {
     }
 }
 
-/// The row of signal `id` (any text; one that is not a uuid is simply not found) when `agent`
+/// The row of signal `id` (any text; one that is not a hyphenated uuid is simply not found) when `agent`
 /// sent or received it; `not_found` otherwise, so ids cannot be probed.
 pub async fn signal(gw: &Gateway, agent: &Agent, id: &str) -> Result<Value, ApiError> {
     let not_found = || ApiError::NotFound("signal not found".into());
-    let id = Uuid::parse_str(id).map_err(|_| not_found())?;
+    let id = wire::canonical_uuid(id).ok_or_else(not_found)?;
     consistent(gw).await;
     let row = gw.queries().signal(&agent.tenant, id).await?.ok_or_else(not_found)?;
     if row.from_identity != agent.identity && row.to_identity != agent.identity {

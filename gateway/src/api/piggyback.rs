@@ -65,7 +65,7 @@ async fn session_of(gw: &Gateway, headers: &HeaderMap, raw: &HeaderValue) -> Res
     let id = raw
         .to_str()
         .ok()
-        .and_then(|s| Uuid::parse_str(s.trim()).ok())
+        .and_then(|s| crate::wire::canonical_uuid(s.trim()))
         .ok_or_else(|| ApiError::invalid("X-Signalbus-Session must be a session id (a uuid)"))?;
     let owned = |e: &Entry| e.surface == Surface::Piggyback && e.tenant == agent.tenant && e.identity == agent.identity;
     let mut found = gw.presence().get(id).filter(owned).is_some();

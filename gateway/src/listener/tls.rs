@@ -50,7 +50,7 @@ pub(super) async fn handshake<I>(
     permit: OwnedSemaphorePermit,
     mut stop: watch::Receiver<bool>,
 ) where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    I: AsyncRead + AsyncWrite + super::TcpSocket + Unpin + Send + 'static,
 {
     let accepted = tokio::select! {
         a = tokio::time::timeout(limits.header_read_timeout, tls.0.accept(io)) => a,

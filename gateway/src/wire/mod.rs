@@ -7,7 +7,7 @@
 
 mod requests;
 
-pub use requests::{check_depth, parse_ack_ids, parse_send, MAX_ACK_IDS, MAX_JSON_DEPTH};
+pub use requests::{canonical_uuid, check_depth, parse_ack_ids, parse_send, MAX_ACK_IDS, MAX_JSON_DEPTH};
 
 use std::borrow::Cow;
 

@@ -115,12 +115,54 @@ pub fn parse_ack_ids(map: &Map<String, Value>) -> Result<Vec<Uuid>, ApiError> {
         .enumerate()
         .map(|(i, v)| {
             v.as_str()
-                .and_then(|s| Uuid::parse_str(s).ok())
+                .and_then(canonical_uuid)
                 .ok_or_else(|| ApiError::invalid(format!("signal_ids[{i}] is not a uuid")))
         })
         .collect()
 }
 
+/// An id as the bus writes it: 32 hex digits in groups of 8-4-4-4-12 separated by hyphens, in
+/// any case. `Uuid::parse_str` also takes the braced, `urn:uuid:` and hyphen-less spellings;
+/// accepting those would give one signal several names, so nothing the bus reads takes them.
+pub fn canonical_uuid(text: &str) -> Option<Uuid> {
+    let b = text.as_bytes();
+    let shaped = b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        });
+    if shaped {
+        Uuid::parse_str(text).ok()
+    } else {
+        None
+    }
+}
+
 fn truncate(s: &str, max: usize) -> String {
     s.chars().take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_hyphenated_spelling_of_an_id_is_an_id() {
+        let id = "0f0e0d0c-0b0a-0908-0706-050403020100";
+        let want = Uuid::parse_str(id).ok();
+        assert!(want.is_some());
+        assert_eq!(canonical_uuid(id), want);
+        assert_eq!(canonical_uuid(&id.to_uppercase()), want, "any case");
+        for other in [
+            format!("{{{id}}}"),
+            format!("urn:uuid:{id}"),
+            id.replace('-', ""),
+            format!(" {id}"),
+            "0f0e0d0c-0b0a-0908-0706-05040302010g".to_string(),
+            "0f0e0d0c+0b0a-0908-0706-050403020100".to_string(),
+            String::new(),
+        ] {
+            assert_eq!(canonical_uuid(&other), None, "{other}");
+        }
+    }
 }

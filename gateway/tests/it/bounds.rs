@@ -1,15 +1,21 @@
 //! What one client can make the bus hold: ack work is bounded per session (reading stops until
 //! acks are recorded), and a session closed as a slow consumer lets go of its socket and its
-//! queued frames at once, whether or not the client ever reads again.
+//! queued frames at once, whether or not the client ever reads again — and when it does read,
+//! it finds the 1013 close frame right behind the pushes the socket had taken, while its next
+//! session gets every signal.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
+use std::collections::HashSet;
+
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
-use crate::support::{eventually, Bus};
+use crate::support::{eventually, Bus, WAIT};
 
 /// Ack ids one session may have waiting (docs/protocol.md): a batch being recorded plus one
 /// frame; a frame read when just under that adds one more frame's worth.
@@ -95,4 +101,73 @@ async fn a_slow_consumer_closed_with_1013_loses_its_socket_at_once() {
     .await;
     assert!(released, "the server still holds bob's socket: {:?}", server_side_state(server.port(), client_port));
     drop(ws);
+}
+
+#[tokio::test]
+async fn a_slow_consumer_reads_its_pushes_then_1013_and_its_next_session_gets_every_signal() {
+    let bus = Bus::with(|c| {
+        c.outbound_buffer = 8;
+        c.send_rate = None;
+    })
+    .await;
+    let alice = bus.register("alice").await;
+    let bob = bus.register("bob").await;
+    // Bob reads nothing through a 4 KiB receive buffer while 4 KiB signals are pushed to him.
+    let server: std::net::SocketAddr = bus.base.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let tcp = socket.connect(server).await.unwrap();
+    let client_port = tcp.local_addr().unwrap().port();
+    let (mut ws, _) = tokio_tungstenite::client_async(format!("{}?token={bob}", bus.ws_url), tcp).await.unwrap();
+    ws.next().await.unwrap().unwrap();
+
+    let mut sent = HashSet::new();
+    while bus.gw.local_sessions() > 0 && sent.len() < 2500 {
+        sent.insert(send_4k(&bus, &alice).await);
+    }
+    assert_eq!(bus.gw.local_sessions(), 0, "closed as a slow consumer after {} sends", sent.len());
+    // More arrive while bob has no session, and the server lets go of his socket unread.
+    for _ in 0..50 {
+        sent.insert(send_4k(&bus, &alice).await);
+    }
+    let released = eventually(Duration::from_secs(10), || async {
+        server_side_state(server.port(), client_port).is_none_or(|s| s != "01")
+    })
+    .await;
+    assert!(released, "the server still holds bob's socket");
+
+    // Now bob reads: pushes, then the close frame that says he was too slow.
+    let mut pushes = 0;
+    let close = loop {
+        match tokio::time::timeout(WAIT, ws.next()).await.expect("the socket ends") {
+            Some(Ok(Message::Text(t))) => {
+                let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                assert_eq!(v["op"], "signal", "{v}");
+                pushes += 1;
+            }
+            Some(Ok(Message::Close(frame))) => break frame.map(|f| u16::from(f.code)),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => panic!("after {pushes} pushes the socket ended without a close frame: {e}"),
+            None => panic!("after {pushes} pushes the socket ended without a close frame"),
+        }
+    };
+    assert_eq!(close, Some(1013), "after {pushes} pushes");
+    assert!(pushes < sent.len(), "{pushes} pushes of {} signals", sent.len());
+
+    // Nothing is lost: bob's next session gets every signal.
+    let mut next = bus.connect(&bob).await;
+    let mut got = HashSet::new();
+    while got.len() < sent.len() {
+        let Some(signal) = next.next_signal(WAIT).await else { break };
+        got.insert(signal["signal_id"].as_str().or(signal["id"].as_str()).unwrap().to_string());
+    }
+    assert_eq!(got, sent, "{} of {} signals reached the next session", got.len(), sent.len());
+}
+
+/// Sends bob a signal with 4 KiB of payload from `alice`; returns its id.
+async fn send_4k(bus: &Bus, alice: &str) -> String {
+    let payload = json!({ "pad": "z".repeat(4 * 1024) });
+    let (s, v) = bus.send(alice, json!({"to": "bob", "type": "StatusUpdate", "payload": payload})).await;
+    assert_eq!(s, 200, "{v}");
+    v["signal_id"].as_str().unwrap().to_string()
 }

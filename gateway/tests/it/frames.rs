@@ -1,11 +1,15 @@
 //! Bad input on the WebSocket (CONTRACT §7): bad frames keep the session open, oversized
-//! frames close it with 1009, slow consumers with 1013; shutdown closes sessions with 1001.
+//! frames close it with 1009 (a message sent in fragments is held to the same limit, and one
+//! within it is taken), slow consumers with 1013; shutdown closes sessions with 1001.
 
 use std::time::Duration;
 
 use serde_json::json;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::{Bus, WAIT};
+use crate::support::{Bus, Client, WAIT};
 
 #[tokio::test]
 async fn bad_frames_get_invalid_request_and_the_session_stays_open() {
@@ -48,6 +52,35 @@ async fn an_oversized_frame_closes_with_1009() {
     let alice = bus.register("alice").await;
     let mut ws = bus.connect(&alice).await;
     ws.send_text(format!(r#"{{"op":"ping","pad":"{}"}}"#, "x".repeat(1024 * 1024 + 10))).await;
+    assert_eq!(ws.closed_code(WAIT).await, Some(1009));
+}
+
+/// Sends `text` as one message in fragments of `piece` bytes.
+async fn send_fragmented(ws: &mut Client, text: &str, piece: usize) {
+    let chunks: Vec<&[u8]> = text.as_bytes().chunks(piece).collect();
+    for (i, chunk) in chunks.iter().enumerate() {
+        let opcode = if i == 0 { OpCode::Data(Data::Text) } else { OpCode::Data(Data::Continue) };
+        let frame = Frame::message(chunk.to_vec(), opcode, i + 1 == chunks.len());
+        ws.send_raw(Message::Frame(frame)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_message_in_fragments_is_taken_up_to_the_size_limit_and_closes_1009_past_it() {
+    let bus = Bus::start().await;
+    let alice = bus.register("alice").await;
+    let mut ws = bus.connect(&alice).await;
+    // A fact of nearly 1 MiB, in 64 KiB fragments: one message within the limit.
+    let state = json!({ "pad": "f".repeat(1024 * 1024 - 512) });
+    let fact = json!({"op": "fact", "ref": "big", "plugin": "alice", "fact_type": "big", "state": state}).to_string();
+    assert!(fact.len() < 1024 * 1024, "{}", fact.len());
+    send_fragmented(&mut ws, &fact, 64 * 1024).await;
+    let r = ws.next_frame(WAIT).await.expect("a result");
+    assert_eq!((r["ref"].as_str(), r["ok"].as_bool()), (Some("big"), Some(true)), "{}", r["error"]);
+    assert_eq!(r["result"]["seq"], 1, "{r}");
+    // Past the limit, fragments or not, the session closes with 1009.
+    let over = format!(r#"{{"op":"ping","pad":"{}"}}"#, "x".repeat(1024 * 1024));
+    send_fragmented(&mut ws, &over, 64 * 1024).await;
     assert_eq!(ws.closed_code(WAIT).await, Some(1009));
 }
 

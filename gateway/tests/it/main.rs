@@ -17,6 +17,7 @@ mod identity;
 mod inbox;
 mod mcp;
 mod openapi;
+mod paths;
 mod piggyback;
 mod plugins;
 mod poison;

@@ -28,7 +28,9 @@ async fn every_recall_outcome() {
     let (_, v) = bus.send(&alice, json!({"to": "bob", "type": "Blocker"})).await;
     let bounced = v["error"]["signal_id"].as_str().unwrap().to_string();
     assert_eq!(bus.recall(&alice, &bounced).await, (404, json!({"outcome": "not_found"})));
-    assert_eq!(bus.recall(&alice, "not-a-uuid").await, (404, json!({"outcome": "not_found"})));
+    // Text that is not an id is a malformed path, not an unknown signal.
+    let (status, body) = bus.recall(&alice, "not-a-uuid").await;
+    assert_eq!((status, &body["error"]["code"]), (400, &json!("invalid_request")), "{body}");
     assert_eq!(bus.recall(&alice, &uuid::Uuid::new_v4().to_string()).await.0, 404);
 
     // Bob connects: gets the expiring one (still live) but never the recalled one.

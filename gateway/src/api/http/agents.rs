@@ -17,7 +17,7 @@ use bus::names::{validate_new_identity, validate_tenant};
 use chrono::Utc;
 use serde_json::{json, Value};
 
-use crate::api::http::{json_object, only_fields, opt_str, PathParam};
+use crate::api::http::{json_object, only_fields, opt_str, PathIdentity};
 use crate::auth::{hash_token, new_token, AdminAuth, Authed, Principal};
 use crate::error::ApiError;
 use crate::reads;
@@ -72,7 +72,7 @@ pub async fn register(
 pub async fn rotate(
     State(gw): State<Gateway>,
     _admin: AdminAuth,
-    PathParam(identity): PathParam,
+    PathIdentity(identity): PathIdentity,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant_or_default(&gw, q.get("tenant").map(String::as_str))?;
@@ -98,7 +98,7 @@ pub async fn rotate(
 pub async fn remove(
     State(gw): State<Gateway>,
     _admin: AdminAuth,
-    PathParam(identity): PathParam,
+    PathIdentity(identity): PathIdentity,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant_or_default(&gw, q.get("tenant").map(String::as_str))?;

@@ -22,6 +22,7 @@ use axum::http::Method;
 use axum::routing::{delete, get, post};
 use axum::Router;
 use serde_json::{Map, Value};
+use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::state::Gateway;
@@ -62,9 +63,11 @@ pub async fn method_not_allowed(method: Method) -> ApiError {
 
 /// The one path parameter of a route, as text. Unlike axum's `Path`, whose rejections are
 /// `text/plain`, a parameter that is not UTF-8 once percent-decoded (`/v1/signals/%FF`)
-/// answers `invalid_request` with the JSON error body.
+/// answers `invalid_request` with the JSON error body. Handlers take one of the typed
+/// extractors below (`PathId`, `PathIdentity`, `PathPlugin`), so every malformed path is
+/// answered here, the same way.
 #[derive(Debug)]
-pub struct PathParam(pub String);
+struct PathParam(String);
 
 impl<S: Send + Sync> FromRequestParts<S> for PathParam {
     type Rejection = ApiError;
@@ -80,6 +83,52 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
             },
             Err(_) => Err(ApiError::invalid("the path parameter could not be read")),
         }
+    }
+}
+
+/// The one path parameter of a route that names something by id (a signal, a session): a uuid
+/// in the one spelling the bus writes, hyphenated, in any case (`wire::canonical_uuid`). Any
+/// other text answers `invalid_request` with the JSON error body, so one signal has one name.
+#[derive(Debug)]
+pub struct PathId(pub Uuid);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let PathParam(text) = PathParam::from_request_parts(parts, state).await?;
+        crate::wire::canonical_uuid(&text).map(PathId).ok_or_else(|| {
+            ApiError::invalid("the id in the path must be a uuid written as 8-4-4-4-12 hex digits with hyphens")
+        })
+    }
+}
+
+/// The identity in a path (`/v1/agents/{identity}`), held to the rule of every identity.
+#[derive(Debug)]
+pub struct PathIdentity(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathIdentity {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let PathParam(text) = PathParam::from_request_parts(parts, state).await?;
+        bus::names::validate_identity(&text)?;
+        Ok(PathIdentity(text))
+    }
+}
+
+/// The plugin name in a path (`/v1/plugins/{plugin}/...`, a `/` inside it percent-encoded),
+/// held to the rule of every plugin name.
+#[derive(Debug)]
+pub struct PathPlugin(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathPlugin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let PathParam(text) = PathParam::from_request_parts(parts, state).await?;
+        bus::names::validate_plugin(&text)?;
+        Ok(PathPlugin(text))
     }
 }
 

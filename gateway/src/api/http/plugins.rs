@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::api::http::{json_object, limit_param, only_fields, opt_str, PathParam};
+use crate::api::http::{json_object, limit_param, only_fields, opt_str, PathPlugin};
 use crate::auth::{Authed, Principal};
 use crate::commands::{self, FactAuthor};
 use crate::error::ApiError;
@@ -47,7 +47,7 @@ fn tenant_of(gw: &Gateway, principal: &Principal, q: &HashMap<String, String>) -
 pub async fn record(
     State(gw): State<Gateway>,
     Authed(principal): Authed,
-    PathParam(plugin): PathParam,
+    PathPlugin(plugin): PathPlugin,
     Query(q): Query<HashMap<String, String>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -71,7 +71,7 @@ pub async fn record(
 pub async fn state(
     State(gw): State<Gateway>,
     Authed(principal): Authed,
-    PathParam(plugin): PathParam,
+    PathPlugin(plugin): PathPlugin,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant_of(&gw, &principal, &q)?;
@@ -106,7 +106,7 @@ pub struct FactsOut {
 pub async fn facts(
     State(gw): State<Gateway>,
     Authed(principal): Authed,
-    PathParam(plugin): PathParam,
+    PathPlugin(plugin): PathPlugin,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<FactsOut>, ApiError> {
     let tenant = tenant_of(&gw, &principal, &q)?;

@@ -14,7 +14,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::api::http::{json_object, only_fields, opt_str, PathParam};
+use crate::api::http::{json_object, only_fields, opt_str, PathId};
 use crate::api::piggyback;
 use crate::auth::AgentAuth;
 use crate::error::ApiError;
@@ -74,10 +74,9 @@ pub async fn open(
 pub async fn close(
     State(gw): State<Gateway>,
     AgentAuth(agent): AgentAuth,
-    PathParam(id): PathParam,
+    PathId(id): PathId,
 ) -> Result<Json<SessionClosedBody>, ApiError> {
     let not_found = || ApiError::NotFound("no open piggyback session with that id for this agent".into());
-    let id = Uuid::parse_str(&id).map_err(|_| not_found())?;
     let entry = gw
         .presence()
         .get(id)

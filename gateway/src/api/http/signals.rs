@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::api::http::{json_object, limit_param, PathParam};
+use crate::api::http::{json_object, limit_param, PathId};
 use crate::api::piggyback::OwnSignals;
 use crate::auth::AgentAuth;
 use crate::error::ApiError;
@@ -45,8 +45,8 @@ pub async fn send(
     params(("id" = String, Path, description = "the signal id")),
     responses((status = 200, description = "recalled, already_delivered or already_expired", body = RecallBody),
               (status = 404, description = "not_found: unknown id, someone else's signal or a bounce", body = RecallBody)))]
-pub async fn recall(State(gw): State<Gateway>, AgentAuth(agent): AgentAuth, PathParam(id): PathParam) -> Response {
-    let outcome = match commands::recall_id(&gw, &agent.tenant, &agent.identity, &id).await {
+pub async fn recall(State(gw): State<Gateway>, AgentAuth(agent): AgentAuth, PathId(id): PathId) -> Response {
+    let outcome = match commands::recall(&gw, &agent.tenant, &agent.identity, id).await {
         Ok(o) => o,
         Err(e) => return e.into_response(),
     };
@@ -61,9 +61,9 @@ pub async fn recall(State(gw): State<Gateway>, AgentAuth(agent): AgentAuth, Path
 pub async fn show(
     State(gw): State<Gateway>,
     AgentAuth(agent): AgentAuth,
-    PathParam(id): PathParam,
+    PathId(id): PathId,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(reads::signal(&gw, &agent, &id).await?))
+    Ok(Json(reads::signal(&gw, &agent, &id.to_string()).await?))
 }
 
 /// A page of the caller's signals.

@@ -87,7 +87,7 @@ fn decode_op(op: &str, map: &Map<String, Value>) -> Result<Op, ApiError> {
         "recall" => {
             only(map, &["signal_id"])?;
             match map.get("signal_id") {
-                Some(Value::String(s)) => Ok(Op::Recall(Uuid::parse_str(s).ok())),
+                Some(Value::String(s)) => Ok(Op::Recall(wire::canonical_uuid(s))),
                 Some(_) => Err(ApiError::invalid("signal_id must be a string")),
                 None => Err(ApiError::invalid("signal_id is required")),
             }

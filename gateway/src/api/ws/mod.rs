@@ -18,10 +18,12 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{Query, State, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use bus::event::SessionKind;
 
 use crate::auth::{bearer, Principal};
 use crate::error::ApiError;
+use crate::listener::CloseRoom;
 use crate::state::Gateway;
 
 /// Bytes read from a session's socket per read call (and what an idle session keeps).
@@ -34,6 +36,7 @@ pub async fn upgrade(
     State(gw): State<Gateway>,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    room: Option<Extension<CloseRoom>>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     match accept(&gw, &params, &headers) {
@@ -45,18 +48,21 @@ pub async fn upgrade(
             };
             let limit = gw.config().max_frame_bytes;
             let tasks = gw.tasks().clone();
+            let room = room.map(|Extension(r)| r);
             ws.max_message_size(limit)
                 .max_frame_size(limit)
                 // tungstenite's defaults (128 KiB read, 128 KiB write target) were most of an
                 // idle session's memory. The read buffer is only the per-read chunk: a larger
-                // frame reserves its full length once its header is read. Writes collect up to
+                // frame's buffer grows as its bytes arrive (the workspace's patched tungstenite,
+                // vendor/tungstenite/PATCHED.md; upstream reserves the length a header merely
+                // announces, so 14 bytes pinned a megabyte). Writes collect up to
                 // `WRITE_BATCH_BYTES` of a burst of frames before the writer's flush; an idle
                 // session never fills it, so it keeps only what its largest write needed.
                 .read_buffer_size(READ_BUFFER_BYTES)
                 .write_buffer_size(WRITE_BATCH_BYTES)
                 // Bounds what piles up only if writes keep failing: two of the largest frames.
                 .max_write_buffer_size(2 * limit.max(READ_BUFFER_BYTES))
-                .on_upgrade(move |socket| tasks.track_future(session::serve(gw, socket, agent, kind)))
+                .on_upgrade(move |socket| tasks.track_future(session::serve(gw, socket, agent, kind, room)))
         }
         Err(e) => e.into_response(),
     }

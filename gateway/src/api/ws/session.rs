@@ -20,6 +20,7 @@ use crate::api::ws::frames;
 use crate::api::ws::reader::{self, Runner};
 use crate::api::ws::writer;
 use crate::auth::Agent;
+use crate::listener::CloseRoom;
 use crate::metrics;
 use crate::sessions::hub::{CloseReason, Control, SessionHandle};
 use crate::state::Gateway;
@@ -27,7 +28,7 @@ use crate::state::Gateway;
 /// How long a closing session waits for its writer to end (it gives its close frame 3 s).
 const WRITER_GRACE: Duration = Duration::from_secs(4);
 
-pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKind) {
+pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKind, room: Option<CloseRoom>) {
     let cfg = gw.config().clone();
     let id = Uuid::new_v4();
     let (mut sink, mut stream) = socket.split();
@@ -60,7 +61,7 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
     metrics::session_opened(kind, Surface::Ws);
     tracing::info!(session_id = %id, tenant = %agent.tenant, identity = %agent.identity, kind = kind.as_str(), "session opened");
 
-    let writer = tokio::spawn(writer::run(sink, out_rx, ctl_rx));
+    let writer = tokio::spawn(writer::run(sink, out_rx, ctl_rx, room));
     let drain = tokio::spawn(gw.deliverer().clone().startup_drain(handle.clone()));
 
     let live = Live { gw: &gw, handle: &handle };

@@ -7,7 +7,11 @@
 //! A lone frame is still flushed at once, so batching costs no latency.
 //!
 //! A close never waits on the client: a write blocked on a socket nobody reads is abandoned when
-//! the close comes, the queue is dropped, and the close frame gets a bounded time to go out.
+//! the close comes, the queue is dropped, and the close frame goes ahead of it, into room the
+//! connection makes for it (`listener::CloseRoom`: the kernel holds few unsent bytes until then,
+//! so a client that stopped reading still finds the close frame right behind them, e.g. 1013
+//! for a slow consumer). Only a close frame that cannot be written within a bounded time is
+//! given up, and the socket dropped without one.
 //!
 //! Deliberately decides nothing: what to send and when to close is the session loop's call.
 
@@ -17,13 +21,15 @@ use axum::extract::ws::{CloseFrame, Message};
 use futures::{Sink, SinkExt};
 use tokio::sync::mpsc;
 
+use crate::listener::CloseRoom;
 use crate::sessions::hub::{CloseReason, Control};
 
 /// Most queued frames written before one flush; bounds how long a ping waits behind data.
 const BATCH: usize = 64;
-/// How long a closing session tries to get its close frame out. A client that stopped reading
-/// never takes it: past this the socket is dropped without one. Long enough for a client that
-/// was merely slow (or a loaded machine) to read up to the close frame.
+/// How long a closing session tries to get its close frame out. With the room its connection
+/// makes, the kernel takes it at once unless its send buffer is full of what was written before;
+/// then a client that stopped reading never takes it, and past this the socket is dropped
+/// without one. Long enough for a client that was merely slow (or a loaded machine).
 const CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Writes the session's frames to `sink` (the socket's write half) until the session closes.
@@ -31,14 +37,15 @@ pub async fn run<S: Sink<Message> + Unpin>(
     mut sink: S,
     mut data: mpsc::Receiver<String>,
     mut control: mpsc::UnboundedReceiver<Control>,
+    room: Option<CloseRoom>,
 ) {
     loop {
         let msg = tokio::select! {
             biased;
             c = control.recv() => match c {
                 Some(Control::Ping) => Message::Ping(Default::default()),
-                Some(Control::Close(reason)) => return close(sink, data, Some(reason)).await,
-                None => return close(sink, data, None).await,
+                Some(Control::Close(reason)) => return close(sink, data, Some(reason), room).await,
+                None => return close(sink, data, None, room).await,
             },
             d = data.recv() => match d {
                 Some(text) => Message::Text(text.into()),
@@ -55,7 +62,7 @@ pub async fn run<S: Sink<Message> + Unpin>(
         match written {
             Ok(Ok(())) => {}
             Ok(Err(_)) => break,
-            Err(reason) => return close(sink, data, reason).await,
+            Err(reason) => return close(sink, data, reason, room).await,
         }
     }
     let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, sink.close()).await;
@@ -90,11 +97,20 @@ async fn next_close(control: &mut mpsc::UnboundedReceiver<Control>) -> Option<Cl
     }
 }
 
-/// Ends the session's socket: the queued frames are dropped at once, the close frame gets
+/// Ends the session's socket: the queued frames are dropped at once, the connection makes room
+/// for the close frame (behind only what the socket already took), the close frame gets
 /// `CLOSE_SEND_TIMEOUT` to go out, and the socket goes with `sink`.
-async fn close<S: Sink<Message> + Unpin>(mut sink: S, data: mpsc::Receiver<String>, reason: Option<CloseReason>) {
+async fn close<S: Sink<Message> + Unpin>(
+    mut sink: S,
+    data: mpsc::Receiver<String>,
+    reason: Option<CloseReason>,
+    room: Option<CloseRoom>,
+) {
     drop(data);
     if let Some(reason) = reason {
+        if let Some(room) = room {
+            room.make();
+        }
         let frame = CloseFrame { code: reason.code(), reason: reason.text().into() };
         let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, sink.send(Message::Close(Some(frame)))).await;
     }
@@ -137,7 +153,7 @@ mod tests {
         data_tx.try_send("a".to_string()).unwrap();
         data_tx.try_send("b".to_string()).unwrap();
         ctl_tx.send(Control::Ping).unwrap();
-        let writer = tokio::spawn(run(sink, data, control));
+        let writer = tokio::spawn(run(sink, data, control, None));
         tokio::time::sleep(Duration::from_millis(1)).await;
         ctl_tx.send(Control::Close(CloseReason::Shutdown)).unwrap();
         writer.await.unwrap();
@@ -159,7 +175,7 @@ mod tests {
         let (data_tx, data) = mpsc::channel(8);
         let (ctl_tx, control) = mpsc::unbounded_channel();
         data_tx.try_send("never read".to_string()).unwrap();
-        let writer = tokio::spawn(run(Stuck, data, control));
+        let writer = tokio::spawn(run(Stuck, data, control, None));
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(!writer.is_finished(), "a write waits for as long as the client does not read");
         ctl_tx.send(Control::Ping).unwrap();

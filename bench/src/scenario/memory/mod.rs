@@ -1,12 +1,14 @@
 //! `memory`: what a hostile or broken client can make the bus hold, as RSS against the idle
-//! baseline of the same run. Three phases, one after the other on one bus:
+//! baseline of the same run. Four phases, one after the other on one bus:
 //!
 //! - **ack flood**: one session sends `--ack-frames` frames of 1,000 random ids as fast as the
 //!   socket takes them;
 //! - **fact reads**: `--readers` clients page at once through `--facts` plugin facts of about
 //!   1 MiB each with `limit=1000`;
 //! - **slow consumers**: `--slow-sessions` sessions that never read are pushed 16 KiB signals
-//!   until the bus closes each with 1013; RSS is read while they are still connected.
+//!   until the bus closes each with 1013; RSS is read while they are still connected;
+//! - **announced frames**: `--announce-sessions` sessions each send a frame header announcing
+//!   1 MiB − 1 bytes and one byte of it (`announced.rs`), reported per session.
 //!
 //! Each phase runs on a fresh bus in a child process of its own (the allocator keeps what a
 //! phase freed, which would hide a later phase's cost), and reports the idle RSS of that bus,
@@ -26,6 +28,8 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
+mod announced;
+
 use crate::bed::Target;
 use crate::report::{round, rss_kib, Outcome};
 use crate::{client, Args};
@@ -40,7 +44,7 @@ const SLOW_PAYLOAD_BYTES: usize = 16 * 1024;
 const SETTLE: Duration = Duration::from_secs(3);
 
 /// The phases, in the order they run.
-const PHASES: [&str; 3] = ["ack_flood", "fact_reads", "slow_consumers"];
+const PHASES: [&str; 4] = ["ack_flood", "fact_reads", "slow_consumers", "announced_frames"];
 
 /// Runs every phase on a fresh bus in a child process of its own (the allocator keeps what a
 /// phase freed, so phases sharing a process would hide each other), or — with `--url`, or as
@@ -83,9 +87,9 @@ async fn run_here(args: &Args) -> anyhow::Result<Outcome> {
     };
     let http = reqwest::Client::new();
     let prefix = client::run_prefix();
-    let names = ["flood", "reader", "slow", "sender"].map(|n| format!("{prefix}-{n}"));
+    let names = ["flood", "reader", "slow", "sender", "announcer"].map(|n| format!("{prefix}-{n}"));
     let tokens = client::register_all(&http, &target, &names).await?;
-    let (flood, reader, slow, sender) = (&tokens[0], &tokens[1], &tokens[2], &tokens[3]);
+    let (flood, reader, slow, sender, announcer) = (&tokens[0], &tokens[1], &tokens[2], &tokens[3], &tokens[4]);
     // Warm the paths once (a session, a send, a fact), so one-time allocations are not billed.
     drop(client::connect(&target.ws_url, flood).await?);
     send(&http, &target, sender, &names[2], 16).await?;
@@ -103,6 +107,9 @@ async fn run_here(args: &Args) -> anyhow::Result<Outcome> {
     }
     if wanted("slow_consumers") {
         phases.push(("slow_consumers", slow_consumers(args, &http, &target, slow, sender, &names[2]).await?));
+    }
+    if wanted("announced_frames") {
+        phases.push(("announced_frames", announced::announced_frames(args, &target, announcer).await?));
     }
     target.shutdown().await;
 
