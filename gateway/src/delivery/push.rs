@@ -46,7 +46,7 @@ impl Deliverer {
             return Ok(false);
         };
         session.remember_delivery(signal_id);
-        permit.send(wire::signal_frame(&d.sent, d.redelivered));
+        permit.send(wire::Outbound::signal(wire::signal_frame(&d.sent, d.redelivered), d.sent.expires_at));
         Ok(true)
     }
 
@@ -100,7 +100,7 @@ impl Deliverer {
 /// Dropping it unused (the append failed, or a dedupe repeat) gives the room back.
 pub struct PushAtSend {
     session: Arc<SessionHandle>,
-    permit: OwnedPermit<String>,
+    permit: OwnedPermit<wire::Outbound>,
 }
 
 impl PushAtSend {
@@ -112,7 +112,7 @@ impl PushAtSend {
     /// accepted: it is delivered there, so it must be handed over now.
     pub fn complete(self, deliverer: &Deliverer, sent: &SignalSent) {
         self.session.remember_delivery(sent.signal_id);
-        self.permit.send(wire::signal_frame(sent, false));
+        self.permit.send(wire::Outbound::signal(wire::signal_frame(sent, false), sent.expires_at));
         crate::metrics::delivered(&deliverer.config.types, &sent.signal_type, DeliveredVia::WsPush, sent.created_at);
     }
 }

@@ -115,7 +115,7 @@ pub struct SessionHandle {
     pub kind: SessionKind,
     pub token_hash: String,
     /// Text frames waiting for the writer; bounded by `outbound_buffer`.
-    pub out: mpsc::Sender<String>,
+    pub out: mpsc::Sender<crate::wire::Outbound>,
     pub control: mpsc::UnboundedSender<Control>,
     /// The stream position the startup drain covers (set once it is known): a live push of an
     /// older `signal.sent` is left to the drain, which hands such signals out in drain order.
@@ -134,7 +134,7 @@ impl SessionHandle {
         id: Uuid,
         agent: &crate::auth::Agent,
         kind: SessionKind,
-        out: mpsc::Sender<String>,
+        out: mpsc::Sender<crate::wire::Outbound>,
         control: mpsc::UnboundedSender<Control>,
     ) -> Self {
         Self {
@@ -194,7 +194,7 @@ impl SessionHandle {
 
     /// Queues a frame; a full queue closes the session as a slow consumer (CONTRACT §7).
     pub fn send(&self, frame: String) -> bool {
-        match self.out.try_send(frame) {
+        match self.out.try_send(frame.into()) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.close(CloseReason::SlowConsumer);

@@ -7,6 +7,9 @@
 
 mod requests;
 
+pub mod outbound;
+
+pub use outbound::Outbound;
 pub use requests::{canonical_uuid, check_depth, parse_ack_ids, parse_send, MAX_ACK_IDS, MAX_JSON_DEPTH};
 
 use std::borrow::Cow;

@@ -77,7 +77,7 @@ struct Harness {
     frames: fmpsc::UnboundedSender<Result<Message, std::io::Error>>,
     /// Frames the loop took off the stream.
     read: Arc<AtomicUsize>,
-    out: mpsc::Receiver<String>,
+    out: mpsc::Receiver<crate::wire::Outbound>,
     control: mpsc::UnboundedReceiver<Control>,
     runner: Arc<Recorder>,
     done: JoinHandle<CloseReason>,
@@ -111,7 +111,7 @@ impl Harness {
         self.frames.unbounded_send(Ok(Message::Text(frame.to_string().into()))).unwrap();
     }
     fn answers(&mut self) -> Vec<Value> {
-        std::iter::from_fn(|| self.out.try_recv().ok()).map(|t| serde_json::from_str(&t).unwrap()).collect()
+        std::iter::from_fn(|| self.out.try_recv().ok()).map(|t| serde_json::from_str(&t.text).unwrap()).collect()
     }
     fn batches(&self) -> Vec<Vec<Uuid>> {
         self.runner.batches.lock().unwrap().clone()

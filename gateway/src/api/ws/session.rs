@@ -37,7 +37,7 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
     let handle = Arc::new(SessionHandle::new(id, &agent, kind, out_tx, ctl_tx));
     let heartbeat_ms = cfg.heartbeat_interval().as_millis() as u64;
     // Queued before the session is reachable, so the welcome is always the first frame.
-    let _ = handle.out.try_send(frames::welcome(id, &agent.tenant, &agent.identity, heartbeat_ms));
+    let _ = handle.out.try_send(frames::welcome(id, &agent.tenant, &agent.identity, heartbeat_ms).into());
 
     let now = Utc::now();
     let entry = gw.lifecycle().entry(&agent, kind, Surface::Ws, now);

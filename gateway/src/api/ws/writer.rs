@@ -18,11 +18,13 @@
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message};
+use chrono::Utc;
 use futures::{Sink, SinkExt};
 use tokio::sync::mpsc;
 
 use crate::listener::CloseRoom;
 use crate::sessions::hub::{CloseReason, Control};
+use crate::wire::Outbound;
 
 /// Most queued frames written before one flush; bounds how long a ping waits behind data.
 const BATCH: usize = 64;
@@ -35,7 +37,7 @@ const CLOSE_SEND_TIMEOUT: Duration = Duration::from_secs(3);
 /// Writes the session's frames to `sink` (the socket's write half) until the session closes.
 pub async fn run<S: Sink<Message> + Unpin>(
     mut sink: S,
-    mut data: mpsc::Receiver<String>,
+    mut data: mpsc::Receiver<Outbound>,
     mut control: mpsc::UnboundedReceiver<Control>,
     room: Option<CloseRoom>,
 ) {
@@ -48,7 +50,11 @@ pub async fn run<S: Sink<Message> + Unpin>(
                 None => return close(sink, data, None, room).await,
             },
             d = data.recv() => match d {
-                Some(text) => Message::Text(text.into()),
+                Some(frame) if frame.writable_at(Utc::now()) => Message::Text(frame.text.into()),
+                Some(_) => {
+                    expired_push_dropped();
+                    continue;
+                }
                 None => break,
             },
         };
@@ -71,18 +77,29 @@ pub async fn run<S: Sink<Message> + Unpin>(
 /// Writes `first` and what else is queued (up to `BATCH`), then flushes.
 async fn write<S: Sink<Message> + Unpin>(
     sink: &mut S,
-    data: &mut mpsc::Receiver<String>,
+    data: &mut mpsc::Receiver<Outbound>,
     first: Message,
 ) -> Result<(), S::Error> {
     let is_data = matches!(first, Message::Text(_));
     sink.feed(first).await?;
     if is_data {
+        let now = Utc::now();
         for _ in 0..BATCH {
-            let Ok(text) = data.try_recv() else { break };
-            sink.feed(Message::Text(text.into())).await?;
+            let Ok(frame) = data.try_recv() else { break };
+            if !frame.writable_at(now) {
+                expired_push_dropped();
+                continue;
+            }
+            sink.feed(Message::Text(frame.text.into())).await?;
         }
     }
     sink.flush().await
+}
+
+/// A push whose signal expired while it waited in the queue: its delivery is on the stream (it
+/// was recorded in time), but the frame is not handed over late (CONTRACT §5).
+fn expired_push_dropped() {
+    tracing::info!("a queued push outlived its signal's expiry; not written");
 }
 
 /// The next close asked of the writer (`None`: the session dropped its side without one).
@@ -102,7 +119,7 @@ async fn next_close(control: &mut mpsc::UnboundedReceiver<Control>) -> Option<Cl
 /// `CLOSE_SEND_TIMEOUT` to go out, and the socket goes with `sink`.
 async fn close<S: Sink<Message> + Unpin>(
     mut sink: S,
-    data: mpsc::Receiver<String>,
+    data: mpsc::Receiver<Outbound>,
     reason: Option<CloseReason>,
     room: Option<CloseRoom>,
 ) {
@@ -145,13 +162,38 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn a_queued_push_is_not_written_once_its_signal_expired() {
+        let (sink, written) = fmpsc::unbounded::<Message>();
+        let (data_tx, data) = mpsc::channel(8);
+        let (ctl_tx, control) = mpsc::unbounded_channel();
+        let now = Utc::now();
+        data_tx.try_send(Outbound::signal("late".into(), now - chrono::Duration::milliseconds(1))).unwrap();
+        data_tx.try_send(Outbound::signal("in time".into(), now + chrono::Duration::hours(1))).unwrap();
+        data_tx.try_send("result".to_string().into()).unwrap();
+        drop(data_tx);
+        run(sink, data, control, None).await;
+        drop(ctl_tx);
+        let texts: Vec<String> = written
+            .filter_map(|m| async move {
+                if let Message::Text(t) = m {
+                    Some(t.to_string())
+                } else {
+                    None
+                }
+            })
+            .collect()
+            .await;
+        assert_eq!(texts, ["in time", "result"]);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn pings_and_the_close_go_ahead_of_queued_data() {
         let (sink, written) = fmpsc::unbounded::<Message>();
         let (data_tx, data) = mpsc::channel(8);
         let (ctl_tx, control) = mpsc::unbounded_channel();
-        data_tx.try_send("a".to_string()).unwrap();
-        data_tx.try_send("b".to_string()).unwrap();
+        data_tx.try_send("a".to_string().into()).unwrap();
+        data_tx.try_send("b".to_string().into()).unwrap();
         ctl_tx.send(Control::Ping).unwrap();
         let writer = tokio::spawn(run(sink, data, control, None));
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -174,7 +216,7 @@ mod tests {
     async fn a_close_abandons_a_blocked_write_and_gives_the_close_frame_a_bounded_time() {
         let (data_tx, data) = mpsc::channel(8);
         let (ctl_tx, control) = mpsc::unbounded_channel();
-        data_tx.try_send("never read".to_string()).unwrap();
+        data_tx.try_send("never read".to_string().into()).unwrap();
         let writer = tokio::spawn(run(Stuck, data, control, None));
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(!writer.is_finished(), "a write waits for as long as the client does not read");
