@@ -75,13 +75,7 @@ async fn a_signal_sent_through_one_gateway_is_pushed_by_another() {
     let db = testkit::TestDb::create().await;
     let dir = tempfile::tempdir().unwrap();
     let services = ["--nats-url", &nats.url(), "--database-url", db.url()];
-    let mut projector = spawn("projector", &services, dir.path());
-    let mut sweeper = spawn("sweeper", &services, dir.path());
-    let mut gw_a = spawn("gateway", &services, dir.path());
-    let mut gw_b = spawn("gateway", &services, dir.path());
-    for p in [&mut projector, &mut sweeper, &mut gw_a, &mut gw_b] {
-        wait_ready(p).await;
-    }
+    let [_projector, sweeper, gw_a, gw_b] = spawn_two_gateways(&services, dir.path()).await;
 
     let alice = register(&gw_a.base, "alice").await;
     let bob = register(&gw_a.base, "bob").await;

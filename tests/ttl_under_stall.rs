@@ -32,13 +32,7 @@ async fn no_signal_reaches_its_recipient_after_its_ttl_while_the_stream_stalls()
     let db = testkit::TestDb::create().await;
     let dir = tempfile::tempdir().unwrap();
     let services = ["--nats-url", &nats.url(), "--database-url", db.url()];
-    let mut projector = spawn("projector", &services, dir.path());
-    let mut sweeper = spawn("sweeper", &services, dir.path());
-    let mut gw_a = spawn("gateway", &services, dir.path());
-    let mut gw_b = spawn("gateway", &services, dir.path());
-    for p in [&mut projector, &mut sweeper, &mut gw_a, &mut gw_b] {
-        wait_ready(p).await;
-    }
+    let [mut projector, mut sweeper, mut gw_a, mut gw_b] = spawn_two_gateways(&services, dir.path()).await;
     let alice = register(&gw_a.base, "alice").await;
     let bob = register(&gw_a.base, "bob").await;
 
@@ -61,27 +55,18 @@ async fn no_signal_reaches_its_recipient_after_its_ttl_while_the_stream_stalls()
     });
 
     // A send every 100 ms for 11 s, alternating gateways, TTLs 1..=3 s, one in three sync.
-    let bases = [gw_a.base.clone(), gw_b.base.clone()];
-    let sender = tokio::spawn(async move {
-        let mut answers = Vec::new();
-        for n in 0..110 {
-            let base = bases[n % 2].clone();
-            let alice = alice.clone();
-            answers.push(tokio::spawn(async move {
-                let corr = format!("c{n}");
-                let kind = if n % 3 == 0 { "Question" } else { "StatusUpdate" };
-                let body = json!({"to": "bob", "type": kind, "ttl_seconds": 1 + n % 3, "correlation_id": corr});
-                let (status, body) = post(&base, &alice, "/v1/signals", body).await;
-                (corr, status, body)
-            }));
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    let sends = (0..110u64).map(|n| {
+        let (base, alice) = (if n % 2 == 0 { gw_a.base.clone() } else { gw_b.base.clone() }, alice.clone());
+        async move {
+            tokio::time::sleep(Duration::from_millis(100 * n)).await;
+            let kind = if n % 3 == 0 { "Question" } else { "StatusUpdate" };
+            let corr = format!("c{n}");
+            let body = json!({"to": "bob", "type": kind, "ttl_seconds": 1 + n % 3, "correlation_id": corr});
+            let (status, answer) = post(&base, &alice, "/v1/signals", body).await;
+            (corr, status, answer)
         }
-        let mut out = Vec::new();
-        for a in answers {
-            out.push(a.await.unwrap());
-        }
-        out
     });
+    let sender = tokio::spawn(futures::future::join_all(sends));
     tokio::time::sleep(Duration::from_secs(2)).await;
     nats.pause();
     tokio::time::sleep(Duration::from_secs(5)).await;

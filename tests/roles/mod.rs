@@ -80,6 +80,16 @@ pub fn spawn_on(role: &str, extra: &[&str], data_dir: &std::path::Path, port: u1
     Proc { child, base: format!("http://{listen}") }
 }
 
+/// The distributed roles on `services` (NATS and PostgreSQL flags), each ready: projector,
+/// sweeper and two gateways, in that order.
+pub async fn spawn_two_gateways(services: &[&str], data_dir: &std::path::Path) -> [Proc; 4] {
+    let mut roles = ["projector", "sweeper", "gateway", "gateway"].map(|role| spawn(role, services, data_dir));
+    for p in roles.iter_mut() {
+        wait_ready(p).await;
+    }
+    roles
+}
+
 pub fn port_of(p: &Proc) -> u16 {
     p.base.rsplit(':').next().unwrap().parse().unwrap()
 }

@@ -67,6 +67,22 @@ fn server_side_state(server_port: u16, client_port: u16) -> Option<String> {
     })
 }
 
+/// A WebSocket session of `token` through a 4 KiB receive buffer, its welcome read: the socket,
+/// the server's address and the client's port (to find the connection in `/proc/net/tcp`).
+async fn slow_reader(
+    bus: &Bus,
+    token: &str,
+) -> (tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>, std::net::SocketAddr, u16) {
+    let server: std::net::SocketAddr = bus.base.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let tcp = socket.connect(server).await.unwrap();
+    let client_port = tcp.local_addr().unwrap().port();
+    let (mut ws, _) = tokio_tungstenite::client_async(format!("{}?token={token}", bus.ws_url), tcp).await.unwrap();
+    futures::StreamExt::next(&mut ws).await.unwrap().unwrap();
+    (ws, server, client_port)
+}
+
 #[tokio::test]
 async fn a_slow_consumer_closed_with_1013_loses_its_socket_at_once() {
     let bus = Bus::with(|c| {
@@ -77,13 +93,7 @@ async fn a_slow_consumer_closed_with_1013_loses_its_socket_at_once() {
     let alice = bus.register("alice").await;
     let bob = bus.register("bob").await;
     // Bob connects with a tiny receive buffer, reads his welcome, and then never reads again.
-    let server: std::net::SocketAddr = bus.base.trim_start_matches("http://").parse().unwrap();
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let tcp = socket.connect(server).await.unwrap();
-    let client_port = tcp.local_addr().unwrap().port();
-    let (mut ws, _) = tokio_tungstenite::client_async(format!("{}?token={bob}", bus.ws_url), tcp).await.unwrap();
-    futures::StreamExt::next(&mut ws).await.unwrap().unwrap();
+    let (ws, server, client_port) = slow_reader(&bus, &bob).await;
     assert_eq!(server_side_state(server.port(), client_port).as_deref(), Some("01"));
 
     let payload = json!({ "pad": "z".repeat(60 * 1024) });
@@ -113,13 +123,7 @@ async fn a_slow_consumer_reads_its_pushes_then_1013_and_its_next_session_gets_ev
     let alice = bus.register("alice").await;
     let bob = bus.register("bob").await;
     // Bob reads nothing through a 4 KiB receive buffer while 4 KiB signals are pushed to him.
-    let server: std::net::SocketAddr = bus.base.trim_start_matches("http://").parse().unwrap();
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let tcp = socket.connect(server).await.unwrap();
-    let client_port = tcp.local_addr().unwrap().port();
-    let (mut ws, _) = tokio_tungstenite::client_async(format!("{}?token={bob}", bus.ws_url), tcp).await.unwrap();
-    ws.next().await.unwrap().unwrap();
+    let (mut ws, server, client_port) = slow_reader(&bus, &bob).await;
 
     let mut sent = HashSet::new();
     while bus.gw.local_sessions() > 0 && sent.len() < 2500 {
