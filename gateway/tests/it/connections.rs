@@ -83,7 +83,8 @@ async fn past_the_cap_a_connection_is_answered_503_and_sessions_count() {
     registration.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
     let answer = read_to_close(&mut registration, WAIT).await.expect("the registration's connection idles out");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let registered: Value = serde_json::from_str(&answer[answer.find('{').unwrap()..=answer.rfind('}').unwrap()]).unwrap();
+    let registered: Value =
+        serde_json::from_str(&answer[answer.find('{').unwrap()..=answer.rfind('}').unwrap()]).unwrap();
     let alice = registered["token"].as_str().unwrap().to_string();
     // Two WebSocket sessions and one silent socket fill the cap of three.
     let mut ws = bus.connect(&alice).await;
