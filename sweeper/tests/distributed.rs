@@ -46,8 +46,13 @@ async fn given_two_sweepers_when_signals_fall_due_then_each_expires_exactly_once
         assert!(bed.expired_at(id).await.unwrap() >= expires_at, "due-soon {id} expired early");
     }
     // Only one of them ever ran: every status fact names the same leader, and it did all 500.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let facts = bed.sweep_facts().await;
+    // Waits for the facts that report all 500 to be stored (they follow the expiries).
+    let facts = eventually_some(Duration::from_secs(15), "status facts reporting all 500 expiries", || async {
+        let facts = bed.sweep_facts().await;
+        let expired: u64 = facts.iter().map(|f| f["expired"].as_u64().unwrap()).sum();
+        (expired >= 500).then_some(facts)
+    })
+    .await;
     let leaders: BTreeSet<String> = facts.iter().map(|f| f["leader"].as_str().unwrap().to_string()).collect();
     let expired: u64 = facts.iter().map(|f| f["expired"].as_u64().unwrap()).sum();
     println!("{} facts, leaders {leaders:?}, expired {expired}", facts.len());

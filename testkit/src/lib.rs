@@ -12,9 +12,12 @@
 //! - `cluster`: `NatsCluster`, three nodes on loopback forming one JetStream cluster, with the
 //!   stream leader and replica health as the JetStream API reports them.
 //! - `signal`: the same faults for any process (a bus role under test).
+//! - `embedded`: `append_raw`, an event planted in the embedded log's file past the log and
+//!   its codec.
 //! - `mcp`: the official MCP Python SDK in a venv, and the runner of its scenario scripts.
 
 pub mod cluster;
+pub mod embedded;
 pub mod mcp;
 pub mod nats;
 pub mod pg;

@@ -171,22 +171,7 @@ impl Backend for Embedded {
     }
 
     async fn append_raw(&self, subject: &str, body: &[u8]) -> u64 {
-        use sqlx::Connection;
-        // A second writer on the same file is safe: the log's writer reads the newest sequence
-        // under the write lock for every batch.
-        let file = self.dir.path().join(bus::log::embedded::FILE_NAME);
-        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display())).await.expect("open");
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO events (seq, subject, event_id, body, stored_at) \
-             SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3, 0 FROM events RETURNING seq",
-        )
-        .bind(subject)
-        .bind(Uuid::new_v4())
-        .bind(body)
-        .fetch_one(&mut conn)
-        .await
-        .expect("insert a raw event");
-        seq as u64
+        testkit::embedded::append_raw(&self.dir.path().join(bus::log::embedded::FILE_NAME), subject, body).await
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 use signalbus_client::{Client, Error, ListQuery, RecallOutcome, SendOutcome, SendRequest, SendResult, Signal};
-use support::Bus;
+use support::{eventually, Bus};
 
 fn sent(out: SendOutcome) -> SendResult {
     match out {
@@ -66,8 +66,13 @@ async fn s05_send_every_class_to_a_stale_recipient() {
     let (status, body) =
         bob.http().raw(Method::POST, "/v1/sessions", &[], Some(&json!({"kind": "shim"}))).await.unwrap();
     assert!(status.is_success(), "{status} {body}");
-    tokio::time::sleep(Duration::from_millis(3400)).await; // older than --stale-after, not yet closed
     let alice = bus.connected(&at).await;
+    // Older than --stale-after, not yet closed: wait for the roster to say so.
+    eventually("bob's silent session turns stale", 15, || async {
+        let roster = alice.agents().await?;
+        Ok(roster.into_iter().find(|a| a.identity == "bob" && a.state == "not_available_stale").map(|_| ()))
+    })
+    .await;
     let req = SendRequest::new("bob", "Blocker").payload(json!({"b": "stale"})).delivery_class("sync");
     assert_eq!(bounce(alice.send(req).await).0, "not_available_stale");
     let q = sent(alice.send(SendRequest::new("bob", "TaskAssigned").payload(json!({"t": "stale"}))).await.unwrap());

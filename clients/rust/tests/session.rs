@@ -81,7 +81,17 @@ async fn s02_heartbeat_keeps_the_session_available() {
     let (at, bt) = (bus.token("alice").await, bus.token("bob").await);
     let bob = bus.connected(&bt).await;
     let alice = bus.connected(&at).await;
-    tokio::time::sleep(Duration::from_millis(3600)).await; // past --stale-after: only pings keep bob available
+    // A shim session opened after bob's and then silent: once the bus calls it stale, bob's
+    // session is older than --stale-after too, and only its pings kept it available.
+    let carol = Client::new(&bus.url, &bus.token("carol").await).unwrap();
+    let (status, body) =
+        carol.http().raw(reqwest::Method::POST, "/v1/sessions", &[], Some(&json!({"kind": "shim"}))).await.unwrap();
+    assert!(status.is_success(), "{status} {body}");
+    eventually("carol's silent session turns stale", 15, || async {
+        let roster = alice.agents().await?;
+        Ok(roster.into_iter().find(|a| a.identity == "carol" && a.state == "not_available_stale").map(|_| ()))
+    })
+    .await;
     let res =
         sent(alice.send(SendRequest::new("bob", "Question").payload(json!({"q": "still there?"}))).await.unwrap());
     assert!(res.delivered && res.recipient_state == "available");

@@ -206,9 +206,15 @@ async fn an_open_get_stream_keeps_a_silent_session_available_until_the_client_go
         let (_, roster) = bus.call("GET", Some(&alice), "/v1/agents", None).await;
         roster["agents"][0]["state"].as_str().unwrap().to_string()
     };
-    // Four times past the reaper's limit (2 x stale_after + an interval), no calls at all.
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
-    assert_eq!(state().await, "available");
+    // A second session, opened later and without a stream, also silent: once the reaper has
+    // closed it, alice's session has been silent longer than the reaper's limit.
+    let bob = bus.register("bob").await;
+    let r = post(&bus, Some(&bob), None, initialize().to_string()).await;
+    assert!(r.headers().contains_key("mcp-session-id"), "bob's session opened");
+    bus.until_state("bob", "not_available_offline").await;
+    // Alice's session was not reaped with it: a reaped session never turns available again.
+    // (Waited for, not sampled: under load one heartbeat may come late and show it stale.)
+    bus.until_state("alice", "available").await;
     drop(stream);
     let gone =
         crate::support::eventually(Duration::from_secs(5), || async { state().await == "not_available_offline" });

@@ -130,7 +130,7 @@ async fn a_silent_session_turns_stale_then_closes() {
     }
     let (_, v) = bus.send(&alice, json!({"to": "bob", "type": "StatusUpdate"})).await;
     assert_eq!(v["recipient_state"], "available", "{v}");
-    tokio::time::sleep(stale + Duration::from_millis(100)).await;
+    bus.until_state("bob", "not_available_stale").await;
     let (s, v) = bus.send(&alice, json!({"to": "bob", "type": "Question"})).await;
     assert_eq!((s, v["error"]["recipient_state"].as_str()), (409, Some("not_available_stale")), "{v}");
     let closed = eventually(WAIT, || async {

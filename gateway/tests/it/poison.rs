@@ -76,18 +76,7 @@ impl Env {
             return js.publish(subject.to_string(), body.to_vec().into()).await.unwrap().await.unwrap().sequence;
         }
         let file = self.dir.as_ref().unwrap().join(bus::log::embedded::FILE_NAME);
-        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display())).await.unwrap();
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO events (seq, subject, event_id, body, stored_at) \
-             SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3, 0 FROM events RETURNING seq",
-        )
-        .bind(subject)
-        .bind(Uuid::new_v4())
-        .bind(body)
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-        seq as u64
+        testkit::embedded::append_raw(&file, subject, body).await
     }
 
     /// Runs one statement on the read-model database, as an operator would.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{deliveries, Bus, WAIT};
+use crate::support::{deliveries, eventually, Bus, WAIT};
 
 #[tokio::test]
 async fn every_recall_outcome() {
@@ -44,7 +44,11 @@ async fn every_recall_outcome() {
 
     let (_, v) = bus.send(&alice, json!({"to": "mallory", "type": "StatusUpdate", "ttl_seconds": 1})).await;
     let late = v["signal_id"].as_str().unwrap().to_string();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Recall judges the TTL by the wall clock against the stored expires_at (no sweeper runs
+    // here): wait for exactly that moment to pass, not for a guess at it.
+    let expires_at: chrono::DateTime<chrono::Utc> = v["expires_at"].as_str().unwrap().parse().unwrap();
+    let ran_out = eventually(WAIT, || async { chrono::Utc::now() > expires_at }).await;
+    assert!(ran_out, "expires_at {expires_at} is more than {WAIT:?} away for a 1 s TTL");
     assert_eq!(bus.recall(&alice, &late).await, (200, json!({"outcome": "already_expired"})));
 
     // The same over the WebSocket.

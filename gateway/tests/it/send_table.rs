@@ -111,7 +111,7 @@ async fn stale_recipient_bounces_sync_queues_async_and_is_closed_after_twice_the
     let bob = bus.register("bob").await;
     // Connected, then silent: the client never reads, so it never answers a ping.
     let ws = bus.connect(&bob).await;
-    tokio::time::sleep(stale + Duration::from_millis(150)).await;
+    bus.until_state("bob", "not_available_stale").await;
     let (s, v) = bus.send(&alice, json!({"to": "bob", "type": "Question"})).await;
     assert_eq!(s, 409, "{v}");
     assert_eq!(v["error"]["recipient_state"], "not_available_stale");

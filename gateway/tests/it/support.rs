@@ -140,6 +140,21 @@ impl Bus {
     pub async fn connect(&self, token: &str) -> Client {
         Client::connect(&format!("{}?token={token}", self.ws_url)).await
     }
+
+    /// `identity`'s recipient state in the default tenant's roster, asked as the admin: a read
+    /// that is no heartbeat of anyone's session, so polling it cannot keep a session alive.
+    pub async fn state_of(&self, identity: &str) -> String {
+        let (s, v) = self.call("GET", Some(ADMIN), "/v1/agents", None).await;
+        assert_eq!(s, 200, "{v}");
+        let agent = v["agents"].as_array().unwrap().iter().find(|a| a["identity"] == identity);
+        agent.unwrap_or_else(|| panic!("{identity} is not in the roster: {v}"))["state"].as_str().unwrap().to_string()
+    }
+
+    /// Waits (polling, bounded by `WAIT`) until `identity`'s recipient state is `state`.
+    pub async fn until_state(&self, identity: &str, state: &str) {
+        let reached = eventually(WAIT, || async { self.state_of(identity).await == state }).await;
+        assert!(reached, "{identity} never turned {state} within {WAIT:?}; now {}", self.state_of(identity).await);
+    }
 }
 
 impl Drop for Bus {

@@ -91,20 +91,8 @@ impl Env {
     /// Stores `body` under `subject` as the next event, bypassing the log and its codec (another
     /// program writing the stream); returns its sequence.
     pub async fn append_raw(&self, subject: &str, body: &[u8]) -> u64 {
-        use sqlx::Connection;
         let file = self.dir.path().join("log").join(bus::log::embedded::FILE_NAME);
-        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display())).await.expect("open");
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO events (seq, subject, event_id, body, stored_at) \
-             SELECT COALESCE(MAX(seq), 0) + 1, ?1, ?2, ?3, 0 FROM events RETURNING seq",
-        )
-        .bind(subject)
-        .bind(Uuid::new_v4())
-        .bind(body)
-        .fetch_one(&mut conn)
-        .await
-        .expect("insert a raw event");
-        seq as u64
+        testkit::embedded::append_raw(&file, subject, body).await
     }
 
     /// Appends events in order; returns their sequences.

@@ -12,6 +12,7 @@ use sqlx::{ConnectOptions, Connection};
 use tempfile::TempDir;
 use uuid::Uuid;
 
+use super::writer::{AppendRequest, Command};
 use super::EmbeddedLog;
 use crate::error::Error;
 use crate::event::{Entity, Event, EventBody, SessionHeartbeat};
@@ -97,26 +98,55 @@ async fn compare_and_set_has_one_winner_and_losers_store_nothing() {
     log.close().await;
 }
 
+/// Commands sent to the writer that it has not taken off its queue yet.
+fn queued(log: &EmbeddedLog) -> usize {
+    let commands = &log.inner.commands;
+    commands.max_capacity() - commands.capacity()
+}
+
+/// Waits (polling, bounded) until `cond` holds.
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// Holds SQLite's write lock from a second connection so the writer stalls on its next batch
-/// while the test queues requests behind it: they then all land in one following batch.
-async fn with_writer_stalled<F, T>(log: &EmbeddedLog, queue: F) -> T
+/// (the plug) while the test queues `requests` requests behind it: they then all land in one
+/// following batch. Waits for the writer's queue itself, not for time to pass: first until the
+/// writer has taken the plug, then until all `requests` wait behind it.
+async fn with_writer_stalled<F, T>(log: &EmbeddedLog, requests: usize, queue: F) -> T
 where
     F: std::future::Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
     let mut blocker = sqlx::sqlite::SqliteConnectOptions::new().filename(log.path()).connect().await.unwrap();
     sqlx::query("BEGIN IMMEDIATE").execute(&mut blocker).await.unwrap();
+    // Sent straight to the writer's queue (as `append` does) so that once the queue is empty
+    // again the writer has certainly taken it.
     let plug = {
-        let log = log.clone();
-        tokio::spawn(async move { log.append(&heartbeat(Uuid::new_v4()), Expect::Any).await })
+        let event = heartbeat(Uuid::new_v4());
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let req = AppendRequest {
+            event_id: event.event_id,
+            subject: log.subjects().for_event(&event),
+            body: crate::codec::encode(&event).unwrap(),
+            expect: Expect::Any,
+            store_by: event.body.store_by(),
+            reply,
+        };
+        log.inner.commands.send(Command::Append(req)).await.unwrap();
+        answer
     };
-    tokio::time::sleep(Duration::from_millis(100)).await; // the writer takes the plug and stalls
-    let queued = tokio::spawn(queue);
-    tokio::time::sleep(Duration::from_millis(100)).await; // the requests queue behind it
+    until("the writer takes the plug and stalls", || queued(log) == 0).await;
+    let queued_requests = tokio::spawn(queue);
+    until(&format!("{requests} requests queue behind the plug"), || queued(log) == requests).await;
     sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
     blocker.close().await.unwrap();
     plug.await.unwrap().unwrap();
-    queued.await.unwrap()
+    queued_requests.await.unwrap()
 }
 
 #[tokio::test]
@@ -125,7 +155,7 @@ async fn appends_in_one_batch_behave_as_if_sequential() {
     let s = Uuid::new_v4();
     let first = heartbeat(s);
     let l = log.clone();
-    let results = with_writer_stalled(&log, async move {
+    let results = with_writer_stalled(&log, 6, async move {
         // Polled in this order, so queued in this order; the plug will be seq 1.
         join_all([
             l.append(&first, Expect::LastSubjectSeq(0)), // 2: wins on the empty subject

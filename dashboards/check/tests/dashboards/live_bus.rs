@@ -193,6 +193,21 @@ impl LiveBus {
     }
 
     /// `GET /metrics`, as Prometheus would scrape it.
+    /// Polls the roster (`GET /v1/agents`, a read that is no heartbeat) until `identity`'s
+    /// recipient state is `state`.
+    pub async fn wait_for_state(&self, token: &str, identity: &str, state: &str) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let (_, roster) = self.call("GET", token, "/v1/agents", None).await;
+            let agents = roster["agents"].as_array().cloned().unwrap_or_default();
+            if agents.iter().any(|a| a["identity"] == identity && a["state"] == state) {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{identity} never turned {state}: {roster}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn scrape(&self) -> String {
         let resp = self.http.get(format!("{}/metrics", self.base)).send().await.expect("scrape /metrics");
         assert_eq!(resp.status().as_u16(), 200);

@@ -110,10 +110,7 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     assert_eq!(frank_ws.signal().await["id"], queued["signal_id"]);
     frank_ws.ack(&[&queued["signal_id"]]).await;
     frank_ws.close().await;
-    tokio::time::sleep(
-        (erin_opened + STALE_AFTER + Duration::from_millis(300)).saturating_duration_since(Instant::now()),
-    )
-    .await;
+    bus.wait_for_state(&alice, "erin", "not_available_stale").await;
     let (s, v) = bus.send(&alice, json!({"to": "erin", "type": "Question"})).await;
     assert_eq!((s, v["error"]["recipient_state"].as_str()), (409, Some("not_available_stale")), "{v}");
     let (s, v) = bus.send(&alice, json!({"to": "erin", "type": "StatusUpdate"})).await;
