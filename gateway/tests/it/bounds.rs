@@ -83,8 +83,9 @@ async fn slow_reader(
     (ws, server, client_port)
 }
 
-#[tokio::test]
-async fn a_slow_consumer_closed_with_1013_loses_its_socket_at_once() {
+/// A bus whose sessions queue at most 8 frames and whose sends are not rate limited, with alice
+/// and bob registered.
+async fn small_queue_bus() -> (Bus, String, String) {
     let bus = Bus::with(|c| {
         c.outbound_buffer = 8;
         c.send_rate = None;
@@ -92,6 +93,12 @@ async fn a_slow_consumer_closed_with_1013_loses_its_socket_at_once() {
     .await;
     let alice = bus.register("alice").await;
     let bob = bus.register("bob").await;
+    (bus, alice, bob)
+}
+
+#[tokio::test]
+async fn a_slow_consumer_closed_with_1013_loses_its_socket_at_once() {
+    let (bus, alice, bob) = small_queue_bus().await;
     // Bob connects with a tiny receive buffer, reads his welcome, and then never reads again.
     let (ws, server, client_port) = slow_reader(&bus, &bob).await;
     assert_eq!(server_side_state(server.port(), client_port).as_deref(), Some("01"));
@@ -115,13 +122,7 @@ async fn a_slow_consumer_closed_with_1013_loses_its_socket_at_once() {
 
 #[tokio::test]
 async fn a_slow_consumer_reads_its_pushes_then_1013_and_its_next_session_gets_every_signal() {
-    let bus = Bus::with(|c| {
-        c.outbound_buffer = 8;
-        c.send_rate = None;
-    })
-    .await;
-    let alice = bus.register("alice").await;
-    let bob = bus.register("bob").await;
+    let (bus, alice, bob) = small_queue_bus().await;
     // Bob reads nothing through a 4 KiB receive buffer while 4 KiB signals are pushed to him.
     let (mut ws, server, client_port) = slow_reader(&bus, &bob).await;
 
