@@ -19,6 +19,7 @@ use crate::metrics;
 use crate::ratelimit::FactRate;
 use crate::sessions::hub::SessionHandle;
 use crate::state::Gateway;
+use crate::wire::FactRecorded;
 
 /// Largest plugin fact state, encoded (CONTRACT §8).
 pub const MAX_FACT_STATE_BYTES: usize = 1024 * 1024;
@@ -112,14 +113,6 @@ pub enum FactAuthor<'a> {
 
 /// `recorded_by` of facts the admin records.
 pub const ADMIN_RECORDER: &str = "admin";
-
-/// A recorded plugin fact: its per-plugin `seq`, and the paths of `state` the redaction guard
-/// replaced (CONTRACT §4, applied to facts as to payloads).
-#[derive(Debug, Clone, PartialEq)]
-pub struct FactRecorded {
-    pub seq: u64,
-    pub redacted: Vec<String>,
-}
 
 /// Appends a plugin fact for `author`, its secrets redacted first.
 pub async fn fact(

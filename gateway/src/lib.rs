@@ -25,7 +25,7 @@
 //! - `reads`: one signal's row, the roster, a plugin's state, shared by HTTP and MCP.
 //! - `removal`: removing an agent — its token, its sessions, its pending signals.
 //! - `delivery/`: `Deliverer` and its compare-and-set `record`; `push` (the live push),
-//!   `drain` (startup and HTTP drains), `follower` (the stream tail), `confirm` (sends waiting
+//!   `drain` (startup and HTTP drains), `tail` (the stream tail), `confirm` (sends waiting
 //!   for their push to be recorded).
 //! - `sessions/`: `hub` (this process's WebSocket sessions), `presence`, `registry`,
 //!   `lifecycle` (the one place that builds `session.*` events), `heartbeats` (the piggyback
@@ -38,10 +38,15 @@
 //! - `metrics`: the CONTRACT §11 series this crate records.
 
 pub mod admin;
+mod agent;
+mod agent_registry;
+mod announcers;
 mod api;
 mod app;
+mod applied;
 pub mod auth;
 mod backpressure;
+mod close;
 mod commands;
 mod config;
 mod delivery;
@@ -62,22 +67,11 @@ pub use api::{mcp, ws};
 
 pub use admin::{AdminOps, ProjectorAdmin};
 pub use api::http::method_not_allowed;
-pub use app::{app, run, serve_router};
-pub use config::{ConnLimits, GatewayConfig};
+pub use app::{app, run, serve_router, Result, StartError};
+pub use config::GatewayConfig;
 pub use error::ApiError;
 // The same limits for every HTTP port of the process: the binary serves the projector's and the
 // sweeper's ops routes (and a separate `/metrics` listener) through it too.
-pub use listener::{serve as serve_with_limits, Tls};
+pub use listener::{serve as serve_with_limits, ConnLimits, Tls};
 pub use ratelimit::{FactRate, SendRate};
 pub use state::Gateway;
-
-/// Errors of starting a gateway.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error("event stream: {0}")]
-    Stream(#[from] bus::Error),
-    #[error("timed out catching up with the event stream at sequence {0}")]
-    CatchUp(u64),
-}
-
-pub type Result<T, E = StartError> = std::result::Result<T, E>;

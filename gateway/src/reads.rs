@@ -13,7 +13,7 @@ use chrono::Utc;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::auth::Agent;
+use crate::agent::Agent;
 use crate::error::ApiError;
 use crate::state::Gateway;
 use crate::wire::{self, ts};

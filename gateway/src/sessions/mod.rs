@@ -12,4 +12,3 @@ pub mod hub;
 pub mod lifecycle;
 pub mod presence;
 pub mod reaper;
-pub mod registry;

@@ -17,7 +17,7 @@ use bus::names::{validate_new_identity, validate_tenant};
 use chrono::Utc;
 use serde_json::{json, Value};
 
-use crate::api::http::{json_object, only_fields, opt_str, PathParam};
+use crate::api::http::extract::{json_object, only_fields, opt_str, PathParam};
 use crate::auth::{hash_token, new_token, AdminAuth, Authed, Principal};
 use crate::error::ApiError;
 use crate::reads;

@@ -17,7 +17,8 @@ use axum::extract::ws::{CloseFrame, Message};
 use futures::{Sink, SinkExt};
 use tokio::sync::mpsc;
 
-use crate::sessions::hub::{CloseReason, Control};
+use crate::close::CloseReason;
+use crate::sessions::hub::Control;
 
 /// Most queued frames written before one flush; bounds how long a ping waits behind data.
 const BATCH: usize = 64;
