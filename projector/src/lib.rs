@@ -56,6 +56,7 @@ mod pg;
 pub mod queries;
 mod read;
 pub mod rebuild;
+mod rebuild_pass;
 pub mod runner;
 pub mod snapshot;
 mod sql;
