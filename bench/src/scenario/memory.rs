@@ -26,9 +26,10 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::args::Args;
 use crate::bed::Target;
+use crate::client;
 use crate::report::{round, rss_kib, Outcome};
-use crate::{client, Args};
 
 /// Ids per ack frame: the most the bus takes.
 const ACK_IDS: usize = 1000;
