@@ -56,6 +56,7 @@ pub mod metrics;
 pub mod openapi;
 mod ratelimit;
 mod reads;
+mod registration;
 mod removal;
 mod send;
 mod sessions;
