@@ -1,4 +1,4 @@
-//! The assembled service: `Gateway::start` starts the background tasks (the stream follower,
+//! The assembled service: `Gateway::start` starts the background tasks (the stream tail,
 //! the reaper, the node watch), `app` builds the router, `run` serves it until shutdown and then
 //! closes every session in order (each records `session.closed`).
 //!

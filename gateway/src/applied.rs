@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-/// The stream position this process has applied to registry and presence, as the follower
+/// The stream position this process has applied to registry and presence, as the stream tail
 /// reports it: what a drain waits for so it sees what presence sees.
 #[derive(Debug, Clone)]
 pub struct Applied(watch::Receiver<u64>);

@@ -65,7 +65,7 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// The handle over empty session tables, and the sender the follower reports its applied
+    /// The handle over empty session tables, and the sender the stream tail reports its applied
     /// stream position through. Nothing runs yet: `Gateway::start` (in `app.rs`) starts it.
     pub(crate) fn new(
         log: SharedLog,
