@@ -51,24 +51,24 @@ pub enum Command {
     Sweeper(ServerArgs),
     /// Manage agents (admin).
     #[command(subcommand)]
-    Agent(crate::client::AgentCmd),
+    Agent(crate::client::args::AgentCmd),
     /// Send, recall, show and list signals.
     #[command(subcommand)]
-    Signal(crate::client::SignalCmd),
+    Signal(crate::client::args::SignalCmd),
     /// Show (or drain) the caller's pending signals.
-    Inbox(crate::client::InboxArgs),
+    Inbox(crate::client::args::InboxArgs),
     /// Receive signals as they arrive (a WebSocket session); --json prints one line each.
-    Listen(crate::client::ListenArgs),
+    Listen(crate::client::args::ListenArgs),
     /// Acknowledge signals delivered to you.
-    Ack(crate::client::AckArgs),
+    Ack(crate::client::args::AckArgs),
     /// Read plugin state and facts.
     #[command(subcommand)]
-    Plugin(crate::client::PluginCmd),
+    Plugin(crate::client::args::PluginCmd),
     /// Administrative operations.
     #[command(subcommand)]
-    Admin(crate::client::AdminCmd),
+    Admin(crate::client::args::AdminCmd),
     /// Check the stream, the database, projector lag and the read-model invariants.
-    Doctor(crate::client::DoctorArgs),
+    Doctor(crate::client::args::DoctorArgs),
     /// Serve MCP over stdio for a desktop agent, forwarding to a bus as the agent of --token.
     Mcp(crate::mcp::McpArgs),
     /// Print a commented config file with every key (`default`), or validate one (`check FILE`).

@@ -430,3 +430,24 @@ impl Event {
         self.body.type_name()
     }
 }
+
+/// The event → entity mapping lives with the events, so `subjects.rs` needs none of them.
+impl Subjects {
+    /// The subject `event` is stored under.
+    pub fn for_event(&self, event: &Event) -> String {
+        let t = &event.tenant;
+        let entity = match &event.body {
+            EventBody::AgentRegistered(e) => Entity::Agent(&e.identity),
+            EventBody::TokenRotated(e) => Entity::Agent(&e.identity),
+            EventBody::AgentRemoved(e) => Entity::Agent(&e.identity),
+            EventBody::SessionOpened(e) => Entity::Session(e.session_id),
+            EventBody::SessionHeartbeat(e) => Entity::Session(e.session_id),
+            EventBody::SessionClosed(e) => Entity::Session(e.session_id),
+            EventBody::PluginFactRecorded(e) => Entity::Plugin(&e.plugin),
+            EventBody::SignalsAcked(e) => Entity::Acks(&e.by),
+            EventBody::Voided(v) => Entity::Signal(v.signal_id.unwrap_or_default()),
+            body => Entity::Signal(body.signal_id().expect("every other event is about a signal")),
+        };
+        self.of(t, entity)
+    }
+}

@@ -1,4 +1,4 @@
-//! The assembled service: `Gateway::start` starts the background tasks (the stream follower,
+//! The assembled service: `Gateway::start` starts the background tasks (the stream tail,
 //! the reaper, the node watch), `app` builds the router, `run` serves it until shutdown and then
 //! closes every session in order (each records `session.closed`).
 //!
@@ -15,15 +15,15 @@ use axum::Router;
 use bus::log::SharedLog;
 use projector::queries::Queries;
 
-use crate::api::{http, mcp, ws};
+use crate::api::{http, mcp, piggyback, ws};
 use crate::backpressure;
+use crate::close::CloseReason;
 use crate::config::GatewayConfig;
-use crate::delivery::follower::{self, Follower};
+use crate::delivery::tail::{self, Tail};
 use crate::error::ApiError;
-use crate::sessions::hub::CloseReason;
+use crate::openapi;
 use crate::sessions::reaper::{self, Reaper};
 use crate::state::Gateway;
-use crate::StartError;
 
 /// How long `start` waits to catch up with the stream before giving up.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -42,18 +42,18 @@ impl Gateway {
     ) -> Result<Gateway, StartError> {
         let target = log.last_seq().await?;
         let (gw, applied) = Gateway::new(log, queries, config);
-        let announcer = gw.clone();
-        let tail = Follower {
+        let announcers = gw.announcers().clone();
+        let tail = Tail {
             log: gw.log().clone(),
             registry: gw.registry().clone(),
             presence: gw.presence().clone(),
             hub: gw.hub().clone(),
             deliverer: gw.deliverer().clone(),
             confirmations: gw.confirmations().clone(),
-            announce: Box::new(move |tenant, sent| mcp::announce(&announcer, tenant, sent)),
+            announce: Box::new(move |tenant, sent| announcers.announce(tenant, sent)),
             shutdown: gw.shutdown_token().clone(),
         };
-        follower::spawn(tail, applied, gw.tasks());
+        tail::spawn(tail, applied, gw.tasks());
         if !gw.wait_applied(target, CATCH_UP_TIMEOUT).await {
             gw.shutdown_token().cancel();
             return Err(StartError::CatchUp(target));
@@ -101,10 +101,11 @@ impl Gateway {
 
 /// The gateway's router, state included.
 pub fn app(gateway: Gateway) -> Router {
-    let piggyback = axum::middleware::from_fn_with_state(gateway.clone(), crate::api::piggyback::middleware);
+    let piggyback = axum::middleware::from_fn_with_state(gateway.clone(), piggyback::middleware);
     Router::new()
         .merge(http::api_routes().route_layer(piggyback))
         .merge(http::ops_routes())
+        .route("/openapi.json", get(openapi::serve))
         .route("/v1/ws", get(ws::upgrade))
         .merge(mcp::routes(&gateway, MAX_BODY_BYTES))
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
@@ -152,3 +153,14 @@ pub async fn serve_router(
     gateway.drained().await;
     result
 }
+
+/// Errors of starting a gateway.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("event stream: {0}")]
+    Stream(#[from] bus::Error),
+    #[error("timed out catching up with the event stream at sequence {0}")]
+    CatchUp(u64),
+}
+
+pub type Result<T, E = StartError> = std::result::Result<T, E>;

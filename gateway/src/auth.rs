@@ -2,26 +2,20 @@
 //! extractors that turn a request into an admin or an agent principal.
 //!
 //! Deliberately does not decide what a principal may do: each handler checks its own rule
-//! (sender is the caller, tenant scoping, ownership).
+//! (sender is the caller, tenant scoping, ownership). A leaf: the extractors ask the router
+//! state for an `Authenticator` only, never for the whole gateway.
 
-use axum::extract::FromRequestParts;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
+use crate::agent::Agent;
+use crate::agent_registry::AgentRegistry;
 use crate::error::ApiError;
-use crate::state::Gateway;
-
-/// An authenticated agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Agent {
-    pub tenant: String,
-    pub identity: String,
-    /// The hash of the token it authenticated with, so a rotation can close exactly the
-    /// sessions opened with an older token.
-    pub token_hash: String,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
@@ -53,15 +47,23 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-impl Gateway {
+/// What authenticating a token needs, and nothing else: the admin token and the agents' token
+/// hashes. Extractors take it from any router state that provides one (`FromRef`).
+#[derive(Debug, Clone)]
+pub struct Authenticator {
+    pub admin_token: Arc<str>,
+    pub registry: Arc<AgentRegistry>,
+}
+
+impl Authenticator {
     /// Resolves a token to a principal.
     pub fn authenticate(&self, token: &str) -> Result<Principal, ApiError> {
-        let admin = &self.config().admin_token;
+        let admin = &self.admin_token;
         if !admin.is_empty() && constant_time_eq(admin.as_bytes(), token.as_bytes()) {
             return Ok(Principal::Admin);
         }
         let token_hash = hash_token(token);
-        match self.registry().lookup(&token_hash) {
+        match self.registry.lookup(&token_hash) {
             Some((tenant, identity)) => Ok(Principal::Agent(Agent { tenant, identity, token_hash })),
             None => Err(ApiError::Unauthorized("the token is not valid".into())),
         }
@@ -85,27 +87,42 @@ pub struct AgentAuth(pub Agent);
 #[derive(Debug, Clone, Copy)]
 pub struct AdminAuth;
 
-impl FromRequestParts<Gateway> for Authed {
+impl<S> FromRequestParts<S> for Authed
+where
+    Authenticator: FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, gw: &Gateway) -> Result<Self, ApiError> {
-        gw.principal_of(&parts.headers).map(Authed)
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let auth = Authenticator::from_ref(state);
+        auth.principal_of(&parts.headers).map(Authed)
     }
 }
 
-impl FromRequestParts<Gateway> for AgentAuth {
+impl<S> FromRequestParts<S> for AgentAuth
+where
+    Authenticator: FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, gw: &Gateway) -> Result<Self, ApiError> {
-        match gw.principal_of(&parts.headers)? {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let auth = Authenticator::from_ref(state);
+        match auth.principal_of(&parts.headers)? {
             Principal::Agent(a) => Ok(AgentAuth(a)),
             Principal::Admin => Err(ApiError::Forbidden("this call needs an agent token, not the admin token".into())),
         }
     }
 }
 
-impl FromRequestParts<Gateway> for AdminAuth {
+impl<S> FromRequestParts<S> for AdminAuth
+where
+    Authenticator: FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, gw: &Gateway) -> Result<Self, ApiError> {
-        match gw.principal_of(&parts.headers)? {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let auth = Authenticator::from_ref(state);
+        match auth.principal_of(&parts.headers)? {
             Principal::Admin => Ok(AdminAuth),
             Principal::Agent(_) => Err(ApiError::Forbidden("this call needs the admin token".into())),
         }

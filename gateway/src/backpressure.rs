@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::delivery::follower::Applied;
+use crate::applied::Applied;
 
 /// How often the projector's checkpoint is compared with the stream position this process sees.
 const POLL: Duration = Duration::from_millis(10);

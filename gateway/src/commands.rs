@@ -18,6 +18,7 @@ use crate::metrics;
 use crate::ratelimit::FactRate;
 use crate::sessions::hub::SessionHandle;
 use crate::state::Gateway;
+use crate::wire::FactRecorded;
 
 /// Recalls `signal_id` on behalf of its sender `by`. Another's signal, a bounce and an unknown
 /// id all answer `not_found`, so ids cannot be probed.
@@ -100,14 +101,6 @@ async fn delivered_to(gw: &Gateway, tenant: &str, by: &str, id: Uuid, now: DateT
 }
 
 pub use bus::fact::FactAuthor;
-
-/// A recorded plugin fact: its per-plugin `seq`, and the paths of `state` the redaction guard
-/// replaced (CONTRACT §4, applied to facts as to payloads).
-#[derive(Debug, Clone, PartialEq)]
-pub struct FactRecorded {
-    pub seq: u64,
-    pub redacted: Vec<String>,
-}
 
 /// Appends a plugin fact for `author`, its secrets redacted first.
 pub async fn fact(

@@ -8,6 +8,7 @@ use std::time::Duration;
 use bus::catalog::TypeTable;
 
 use crate::admin::AdminOps;
+use crate::listener::ConnLimits;
 use crate::ratelimit::{FactRate, SendRate};
 
 /// Everything a gateway process is told at start.
@@ -59,37 +60,6 @@ pub struct GatewayConfig {
     /// How far the read models may trail the stream before sends wait for them
     /// (`backpressure.rs`); `None` never holds a send.
     pub max_projector_lag: Option<Duration>,
-}
-
-/// Limits on the connections one gateway process serves (`listener.rs`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConnLimits {
-    /// Open connections at once, WebSocket sessions included; one more is answered 503 and
-    /// closed. Default: the open-files limit less what the process needs for itself.
-    pub max_connections: usize,
-    /// A request head must arrive complete within this long: of connecting for the first
-    /// request, of its first byte for later ones.
-    pub header_read_timeout: Duration,
-    /// A keep-alive connection that starts no new request for this long is closed.
-    pub idle_timeout: Duration,
-    /// Serve HTTPS and `wss://` with this certificate; `None`: plain HTTP.
-    pub tls: Option<crate::listener::Tls>,
-}
-
-/// Descriptors kept for the process itself (stream, database pool, files, the runtime).
-const RESERVED_FDS: u64 = 64;
-
-impl Default for ConnLimits {
-    fn default() -> Self {
-        let soft = rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft);
-        let max_connections = usize::try_from(soft.saturating_sub(RESERVED_FDS).max(16)).unwrap_or(usize::MAX);
-        ConnLimits {
-            max_connections,
-            header_read_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            tls: None,
-        }
-    }
 }
 
 impl Default for GatewayConfig {

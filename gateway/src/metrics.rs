@@ -199,7 +199,7 @@ pub fn init(types: &TypeTable) {
             metrics::gauge!(SESSIONS, "kind" => kind.as_str(), "surface" => surface.as_str()).increment(0.0);
         }
     }
-    for reason in crate::sessions::hub::CloseReason::ALL {
+    for reason in crate::close::CloseReason::ALL {
         metrics::counter!(DISCONNECTS_TOTAL, "reason" => reason.label()).increment(0);
     }
     for counter in [SENDS_RATE_LIMITED_TOTAL, FACTS_RATE_LIMITED_TOTAL] {

@@ -12,7 +12,7 @@ use bus::names::validate_plugin;
 use chrono::Utc;
 use serde_json::{json, Value};
 
-use crate::auth::Agent;
+use crate::agent::Agent;
 use crate::error::ApiError;
 use crate::state::Gateway;
 use crate::wire::{self, ts};

@@ -5,7 +5,7 @@
 //! `signal.expired` decided by `bus::signal` under the per-signal compare-and-set
 //! (`SignalCommand::Abandon`), so a delivery or a recall racing the removal wins or loses
 //! cleanly, and the signals' history stays. Other gateways close their own sessions of the
-//! agent when their tail reads the removal (`delivery/follower.rs`).
+//! agent when their tail reads the removal (`delivery/tail.rs`).
 
 use bus::agent::AgentCommand;
 use bus::event::Surface;
@@ -14,9 +14,9 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use projector::queries::{ListSignals, Role, StatusFilter};
 
+use crate::close::CloseReason;
 use crate::error::ApiError;
 use crate::metrics;
-use crate::sessions::hub::CloseReason;
 use crate::state::Gateway;
 
 /// The actor of the expiries a removal causes.

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::FromRef;
 use bus::log::SharedLog;
 use bus::store::SignalStore;
 use projector::queries::Queries;
@@ -15,30 +16,34 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::agent_registry::AgentRegistry;
+use crate::announcers::Announcers;
+use crate::applied::Applied;
+use crate::auth::Authenticator;
 use crate::backpressure::Backpressure;
 use crate::config::GatewayConfig;
 use crate::delivery::confirm::Confirmations;
-use crate::delivery::follower::Applied;
 use crate::delivery::Deliverer;
 use crate::ratelimit::SendLimiter;
 use crate::sessions::heartbeats::Heartbeats;
 use crate::sessions::hub::Hub;
 use crate::sessions::lifecycle::Lifecycle;
 use crate::sessions::presence::Presence;
-use crate::sessions::registry::Registry;
 
 #[derive(Debug)]
 struct Inner {
     config: Arc<GatewayConfig>,
     store: SignalStore,
     queries: Arc<dyn Queries>,
-    /// Shared with the follower, which applies the stream to them.
-    registry: Arc<Registry>,
+    /// Shared with the stream tail, which applies the stream to them.
+    registry: Arc<AgentRegistry>,
+    /// The admin token and `registry`, for the auth extractors (`FromRef`).
+    authenticator: Authenticator,
     presence: Arc<Presence>,
     hub: Arc<Hub>,
     heartbeats: Arc<Heartbeats>,
-    /// The MCP sessions this process holds, each bound to a piggyback bus session.
-    mcp: crate::api::mcp::Registry,
+    /// Who the stream tail tells of each `signal.sent` (the MCP routers add themselves).
+    announcers: Arc<Announcers>,
     /// Cancelled when the process stops accepting work: sessions close, the tail stops.
     shutdown: CancellationToken,
     /// Every session task and background task, so `run` can wait for them.
@@ -60,7 +65,7 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// The handle over empty session tables, and the sender the follower reports its applied
+    /// The handle over empty session tables, and the sender the stream tail reports its applied
     /// stream position through. Nothing runs yet: `Gateway::start` (in `app.rs`) starts it.
     pub(crate) fn new(
         log: SharedLog,
@@ -90,17 +95,21 @@ impl Gateway {
             node: config.node.clone(),
             heartbeat_interval: config.heartbeat_interval(),
         };
+        let registry: Arc<AgentRegistry> = Arc::default();
+        let authenticator =
+            Authenticator { admin_token: config.admin_token.as_str().into(), registry: registry.clone() };
         let inner = Inner {
             limiter: Arc::new(SendLimiter::new(config.send_rate)),
             fact_limiter: Arc::new(SendLimiter::for_facts(config.fact_rate)),
             config,
             store,
             queries,
-            registry: Arc::default(),
+            registry,
+            authenticator,
             presence,
             hub,
             heartbeats,
-            mcp: Default::default(),
+            announcers: Arc::default(),
             shutdown: CancellationToken::new(),
             tasks,
             applied,
@@ -127,7 +136,7 @@ impl Gateway {
     pub fn queries(&self) -> &Arc<dyn Queries> {
         &self.inner.queries
     }
-    pub(crate) fn registry(&self) -> &Arc<Registry> {
+    pub(crate) fn registry(&self) -> &Arc<AgentRegistry> {
         &self.inner.registry
     }
     pub(crate) fn presence(&self) -> &Arc<Presence> {
@@ -145,8 +154,11 @@ impl Gateway {
     pub(crate) fn heartbeats(&self) -> &Arc<Heartbeats> {
         &self.inner.heartbeats
     }
-    pub(crate) fn mcp(&self) -> &crate::api::mcp::Registry {
-        &self.inner.mcp
+    pub(crate) fn authenticator(&self) -> &Authenticator {
+        &self.inner.authenticator
+    }
+    pub(crate) fn announcers(&self) -> &Arc<Announcers> {
+        &self.inner.announcers
     }
     pub(crate) fn shutdown_token(&self) -> &CancellationToken {
         &self.inner.shutdown
@@ -190,5 +202,12 @@ impl Gateway {
     /// Ack ids this process's sessions received and have not recorded yet (bounded per session).
     pub fn acks_pending(&self) -> usize {
         self.inner.hub.acks_pending()
+    }
+}
+
+/// The auth extractors take only this from the gateway.
+impl FromRef<Gateway> for Authenticator {
+    fn from_ref(gw: &Gateway) -> Authenticator {
+        gw.inner.authenticator.clone()
     }
 }

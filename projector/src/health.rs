@@ -14,26 +14,14 @@ use bus::log::SharedLog;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::dead_letter::DeadLetter;
 use crate::error::Result;
+pub use crate::queries::ProjectionStatus;
 use crate::queries::Queries;
 
 /// How long events may wait behind a checkpoint that does not move before projection counts as
 /// stuck. A running projector applies an event within tens of milliseconds, and commits a batch
 /// every few while it catches up; a rebuild's swap holds it for seconds at most.
 pub const STALL_AFTER: Duration = Duration::from_secs(30);
-
-/// Where projection stands, from the read models.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ProjectionStatus {
-    pub checkpoint: u64,
-    /// When the checkpoint last moved.
-    pub checkpoint_at: DateTime<Utc>,
-    /// Rows in `projection_dead_letters`.
-    pub dead_letters: u64,
-    /// The dead letter with the lowest sequence.
-    pub first_dead_letter: Option<DeadLetter>,
-}
 
 /// One thing wrong with projection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

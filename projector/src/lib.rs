@@ -6,12 +6,13 @@
 //! is a view of the stream, and the stream alone decides (see `bus::store`).
 //!
 //! # Layout
-//! - `queries`: the `Queries` trait — what readers may ask — and the row types it returns.
+//! - `queries`: the `Queries` trait — what readers may ask — and the row types it returns
+//!   (`ProjectionStatus` included).
 //! - `models`: `ReadModels`, the public handle implementing `Queries`, plus archiving,
 //!   snapshots and the applied-sequence watch.
 //! - `backend`: `Backend`, PostgreSQL or SQLite — pooled connections, the writer transaction,
 //!   one batch applied in it.
-//! - `sql/`: the dialect layer — `Dialect` (the fragments the two spell differently), `Args`
+//! - `sql/`: the dialect layer — `Dialect` (`sql/dialect`: what the two spell differently), `Args`
 //!   and `RowSet` (typed parameters, a batch's rows as `UNNEST` arrays or one `json_each`
 //!   array), `Conn` and `Row` (run a statement, decode a column on either backend).
 //! - `batch`: folds a run of events into the row sets one batch writes (no I/O).
@@ -29,7 +30,8 @@
 //! - `runner`: `Projector` — takes the lease, follows the stream, closes batches, refreshes
 //!   recipient state.
 //! - `lease`: `Lease`, the PostgreSQL advisory lock one projector (and one sweeper) leads by.
-//! - `rebuild`: `rebuild()` and its report.
+//! - `rebuild`: `rebuild()`, which picks `pg::rebuild` or `sqlite::rebuild`; `rebuild_pass`:
+//!   what both share (chunk sizes, one page into a scratch model, `RebuildReport`).
 //! - `doctor`: `doctor()` — integrity checks against the stream, each with a fix.
 //! - `health`: is projection progressing, and was anything dead-lettered (`/readyz`, doctor).
 //! - `snapshot`: a canonical dump of every table, to compare a live model with a rebuild.
@@ -56,6 +58,7 @@ mod pg;
 pub mod queries;
 mod read;
 pub mod rebuild;
+mod rebuild_pass;
 pub mod runner;
 pub mod snapshot;
 mod sql;

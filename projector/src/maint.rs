@@ -12,7 +12,7 @@ use crate::backend::Backend;
 use crate::batch::PROJECTION;
 use crate::dead_letter::DeadLetter;
 use crate::error::{Error, Result};
-use crate::health::ProjectionStatus;
+use crate::queries::ProjectionStatus;
 use crate::read::SIGNAL_COLS;
 use crate::snapshot::{Snapshot, SNAPSHOT_TABLES};
 use crate::sql::RowSet;

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::dead_letter::DeadLetter;
 use crate::error::Result;
 
 /// One `signal_queue` (or `signal_history`) row, with the CONTRACT §10 columns.
@@ -193,7 +194,7 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
     async fn ping(&self) -> Result<()>;
 
     /// Where projection stands and what it skipped (`health::problems` judges it).
-    async fn projection_status(&self) -> Result<crate::health::ProjectionStatus>;
+    async fn projection_status(&self) -> Result<ProjectionStatus>;
 }
 
 #[cfg(test)]
@@ -213,4 +214,16 @@ mod tests {
         assert_eq!(page(4, 10_000).cut(&sizes), Some((6, 9, false)), "limit + 1 rows were asked: nothing older");
         assert_eq!(page(4, 10_000).cut(&[]), None);
     }
+}
+
+/// Where projection stands, from the read models.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProjectionStatus {
+    pub checkpoint: u64,
+    /// When the checkpoint last moved.
+    pub checkpoint_at: DateTime<Utc>,
+    /// Rows in `projection_dead_letters`.
+    pub dead_letters: u64,
+    /// The dead letter with the lowest sequence.
+    pub first_dead_letter: Option<DeadLetter>,
 }

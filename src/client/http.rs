@@ -11,7 +11,7 @@ use reqwest::{Method, Url};
 use serde_json::Value;
 use signalbus_client::HttpApi;
 
-use super::Conn;
+use super::args::Conn;
 
 /// Why a verb failed, and the exit code it maps to.
 #[derive(Debug)]

@@ -15,8 +15,8 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::args::{Conn, ListenArgs};
 use super::http::{base_url, token, unreachable, Failure};
-use super::{Conn, ListenArgs};
 
 /// Heartbeat interval when the welcome frame does not name one.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(20);

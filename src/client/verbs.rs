@@ -5,9 +5,9 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
+use super::args::{AckArgs, AdminCmd, AgentCmd, Conn, DoctorArgs, InboxArgs, PluginCmd, SignalCmd};
 use super::http::{call, segment, Failure};
 use super::render::{failure, print};
-use super::{AckArgs, AdminCmd, AgentCmd, Conn, DoctorArgs, InboxArgs, PluginCmd, SignalCmd};
 use crate::cli::Command;
 
 const SIGNAL_COLUMNS: &[&str] =

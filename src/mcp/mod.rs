@@ -19,7 +19,7 @@ use clap::Args;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::DEFAULT_URL;
+use crate::client::args::DEFAULT_URL;
 
 /// Longest wait for the bus to answer one forwarded call.
 const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);

@@ -30,7 +30,7 @@ pub struct Counts {
 }
 
 impl Tally {
-    pub fn record(&self, outcome: &Result<Outcome, crate::Error>) {
+    pub fn record(&self, outcome: &Result<Outcome, crate::error::Error>) {
         match outcome {
             Ok(Outcome::Expired { seq, lag, .. }) => {
                 self.expired.fetch_add(1, Ordering::Relaxed);

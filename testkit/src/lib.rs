@@ -11,7 +11,7 @@
 //!   stop, kill -9 and restart.
 //! - `cluster`: `NatsCluster`, three nodes on loopback forming one JetStream cluster, with the
 //!   stream leader and replica health as the JetStream API reports them.
-//! - `signal`: the same faults for any process (a bus role under test).
+//! - `process_signal`: `signal`, the same faults for any process (a bus role under test).
 //! - `embedded`: `append_raw`, an event planted in the embedded log's file past the log and
 //!   its codec.
 //! - `mcp`: the official MCP Python SDK in a venv, and the runner of its scenario scripts.
@@ -21,16 +21,11 @@ pub mod embedded;
 pub mod mcp;
 pub mod nats;
 pub mod pg;
+mod process_signal;
 pub mod version;
 
 pub use cluster::{NatsCluster, StreamHealth};
 pub use nats::NatsServer;
 pub use pg::TestDb;
+pub use process_signal::signal;
 pub use version::NatsVersion;
-
-/// Sends signal `name` (`TERM`, `INT`, `STOP`, `CONT`, `KILL`) to process `pid`: the faults a
-/// test injects into servers and bus processes alike.
-pub fn signal(pid: u32, name: &str) {
-    let status = std::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status();
-    assert!(status.is_ok_and(|s| s.success()), "kill -{name} {pid} failed");
-}

@@ -122,14 +122,14 @@ impl NatsServer {
     /// host, a long GC or a saturated disk look like to a client.
     pub fn pause(&mut self) {
         if let Some(child) = self.child.as_ref() {
-            crate::signal(child.id(), "STOP");
+            crate::process_signal::signal(child.id(), "STOP");
         }
     }
 
     /// Resumes a paused server (SIGCONT); it answers everything it received meanwhile.
     pub fn resume(&mut self) {
         if let Some(child) = self.child.as_ref() {
-            crate::signal(child.id(), "CONT");
+            crate::process_signal::signal(child.id(), "CONT");
         }
     }
 
@@ -233,7 +233,7 @@ impl Drop for NatsServer {
 #[cfg(test)]
 mod tests {
     use super::NatsServer;
-    use crate::NatsVersion;
+    use crate::version::NatsVersion;
     use std::net::TcpStream;
 
     #[tokio::test]

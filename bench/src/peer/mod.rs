@@ -31,10 +31,6 @@ use tokio_util::sync::CancellationToken;
 use crate::drive::{padding, Clock, Counters, DriveConfig};
 use crate::report::{latency_histogram, latency_json, per_sec};
 
-/// The TTL signalbus's catalog gives `StatusUpdate` (24 h), as RabbitMQ's per-message
-/// `expiration` (milliseconds, as a string).
-pub const TTL_MS: &str = "86400000";
-
 /// What the peer measured, shaped like `drive::DriveResult`.
 #[derive(Debug)]
 pub struct PeerResult {

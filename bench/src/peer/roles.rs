@@ -20,10 +20,13 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::TTL_MS;
 use crate::drive::DriveConfig;
 use crate::drive::{Clock, Counters};
 use crate::report::latency_histogram;
+
+/// The TTL signalbus's catalog gives `StatusUpdate` (24 h), as RabbitMQ's per-message
+/// `expiration` (milliseconds, as a string).
+pub const TTL_MS: &str = "86400000";
 
 /// Ack a recipient's deliveries at this many, or every `ACK_EVERY` (as `drive`'s recipients).
 const ACK_BATCH: usize = 64;

@@ -13,9 +13,10 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
+use crate::args::Args;
 use crate::bed::Target;
+use crate::client;
 use crate::report::{per_sec, round, rss_kib, Outcome};
-use crate::{client, Args};
 
 /// Sessions per identity: several sessions per agent, as daemons and shims would have.
 const SESSIONS_PER_IDENTITY: usize = 100;

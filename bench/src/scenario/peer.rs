@@ -9,9 +9,10 @@
 
 use serde_json::{json, Value};
 
+use crate::args::Args;
+use crate::peer;
 use crate::report::{round, Outcome};
 use crate::scenario::traffic;
-use crate::{peer, Args};
 
 /// What one system did in one round, read off its JSON.
 #[derive(Debug, Clone, Copy, PartialEq)]

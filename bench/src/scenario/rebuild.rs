@@ -18,9 +18,9 @@ use futures::StreamExt;
 use serde_json::json;
 use sqlx::Connection;
 
+use crate::args::Args;
 use crate::bed::Backends;
 use crate::report::{per_sec, round, Outcome};
-use crate::Args;
 
 /// The read-model tables a rebuild writes (CONTRACT §10), checkpoints aside.
 const TABLES: [&str; 7] =

@@ -18,9 +18,9 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+use crate::args::Args;
 use crate::bed::Backends;
 use crate::report::{per_sec, round, Outcome};
-use crate::Args;
 
 const TENANT: &str = "default";
 

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::args::Args;
 use crate::bed::Target;
 use crate::drive::{self, DriveConfig};
+use crate::raw;
 use crate::report::{latency_json, per_sec, round, Outcome};
-use crate::{raw, Args};
 
 /// The stream the bus writes (bus's `JetStreamConfig::default`).
 const BUS_STREAM: &str = "SIGNALBUS";

@@ -5,7 +5,6 @@
 
 use uuid::Uuid;
 
-use super::{Event, EventBody};
 use crate::names::subject_token;
 
 /// Which entity a subject belongs to. All events of one entity share one subject, which is what
@@ -50,23 +49,5 @@ impl Subjects {
             Entity::Plugin(name) => format!("{p}.{tenant}.plugin.{}", subject_token(name)),
             Entity::Acks(identity) => format!("{p}.{tenant}.acks.{}", subject_token(identity)),
         }
-    }
-
-    /// The subject `event` is stored under.
-    pub fn for_event(&self, event: &Event) -> String {
-        let t = &event.tenant;
-        let entity = match &event.body {
-            EventBody::AgentRegistered(e) => Entity::Agent(&e.identity),
-            EventBody::TokenRotated(e) => Entity::Agent(&e.identity),
-            EventBody::AgentRemoved(e) => Entity::Agent(&e.identity),
-            EventBody::SessionOpened(e) => Entity::Session(e.session_id),
-            EventBody::SessionHeartbeat(e) => Entity::Session(e.session_id),
-            EventBody::SessionClosed(e) => Entity::Session(e.session_id),
-            EventBody::PluginFactRecorded(e) => Entity::Plugin(&e.plugin),
-            EventBody::SignalsAcked(e) => Entity::Acks(&e.by),
-            EventBody::Voided(v) => Entity::Signal(v.signal_id.unwrap_or_default()),
-            body => Entity::Signal(body.signal_id().expect("every other event is about a signal")),
-        };
-        self.of(t, entity)
     }
 }

@@ -25,49 +25,38 @@
 //!
 //! Deliberately does not decide anything about events (the store does).
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
+use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::stream;
-use async_nats::jetstream::{self, Context};
-use async_trait::async_trait;
-use futures::stream::BoxStream;
+use async_nats::jetstream::Context;
 use futures::StreamExt;
 use tokio::sync::Mutex;
-use tracing::debug;
 
-use crate::codec;
 use crate::error::{Error, Result};
-use crate::event::{Event, Subjects};
-use crate::log::{Appended, EventLog, Expect, Stored};
+use crate::event::Subjects;
+use crate::log::{EventLog, Stored};
 
 mod append;
 mod connect;
 mod errors;
+mod event_log;
 mod fanout;
+mod messages;
 mod stream_check;
 mod subject_reads;
 mod tail;
 
-use errors::{no_responders, unavailable};
+use errors::unavailable;
+use messages::{consumer_from, stored_from_consumer, CONSUMER_IDLE, FETCH_BATCH};
 use subject_reads::ReadPath;
 
 /// How long JetStream remembers an event id to drop a retried append.
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
-/// Messages asked for per pull request; bounded so one request never overflows a subscription.
-const FETCH_BATCH: usize = 4096;
 /// Retries of a read whose fresh consumer failed (100 ms, doubling: 3 s in all).
 const READ_RETRIES: u32 = 4;
 /// A read whose fetch hears nothing for this long gives up as unavailable.
 const FETCH_SILENCE: Duration = Duration::from_secs(10);
-/// A tail's long poll: how long one pull request waits for new events.
-const TAIL_EXPIRES: Duration = Duration::from_secs(2);
-/// A tail that hears nothing (not even the end of its pull request) for this long assumes its
-/// consumer is gone and recreates it.
-const TAIL_SILENCE: Duration = Duration::from_secs(4);
-/// Ephemeral consumers the server deletes once nobody has pulled from them for this long.
-const CONSUMER_IDLE: Duration = Duration::from_secs(60);
 
 /// Which stream to use and how long it keeps events.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,169 +199,5 @@ impl JetStreamLog {
             }
         }
         Ok(true)
-    }
-}
-
-async fn consumer_from(js: &Context, stream: &str, from_seq: u64) -> Result<PullConsumer> {
-    let config = pull::Config {
-        deliver_policy: DeliverPolicy::ByStartSequence { start_sequence: from_seq.max(1) },
-        ack_policy: AckPolicy::None,
-        inactive_threshold: CONSUMER_IDLE,
-        memory_storage: true,
-        num_replicas: 1,
-        ..Default::default()
-    };
-    js.create_consumer_on_stream(config, stream).await.map_err(|e| unavailable("cannot create a consumer", e))
-}
-
-/// An event as readers must see it: decoded (or reported undecodable), and voided if the stream
-/// stored it after its writer's `accept_by` (`stored_at` is the stream's own timestamp).
-fn stored(seq: u64, subject: &str, payload: &[u8], stored_at: time::OffsetDateTime) -> Result<Stored> {
-    let event = match codec::decode(payload) {
-        Ok(event) => event,
-        Err(e) => return Err(Error::Undecodable { seq, subject: subject.to_string(), reason: codec::reason(e) }),
-    };
-    let event = match chrono::DateTime::from_timestamp(stored_at.unix_timestamp(), stored_at.nanosecond()) {
-        Some(at) => event.as_stored_at(at),
-        None => event,
-    };
-    Ok(Stored { seq, subject: subject.to_string(), event })
-}
-
-fn stored_from_consumer(msg: jetstream::Message) -> Result<Stored> {
-    let info = msg.info().map_err(|e| Error::Decode(format!("consumer message metadata: {e}")))?;
-    let (seq, published) = (info.stream_sequence, info.published);
-    stored(seq, msg.subject.as_str(), &msg.payload, published)
-}
-
-#[async_trait]
-impl EventLog for JetStreamLog {
-    fn subjects(&self) -> &Subjects {
-        &self.subjects
-    }
-
-    async fn append(&self, event: &Event, expect: Expect) -> Result<Appended> {
-        let subject = self.subjects.for_event(event);
-        let result = append::append(self, subject.clone(), event, expect).await;
-        if let Err(Error::Conflict { expected, found, .. }) = &result {
-            debug!(subject = %subject, expected, ?found, "append lost a compare-and-set");
-        }
-        result
-    }
-
-    async fn read_subject(&self, subject: &str) -> Result<Vec<Stored>> {
-        subject_reads::read_subject(&self.stream, self.reads, subject).await
-    }
-
-    async fn last_on_subject(&self, subject: &str) -> Result<Option<Stored>> {
-        subject_reads::last_on_subject(&self.stream, self.reads, subject).await
-    }
-
-    async fn read(&self, from_seq: u64, max: usize) -> Result<Vec<Stored>> {
-        let from_seq = from_seq.max(1);
-        let mut out = Vec::new();
-        if max == 0 {
-            return Ok(out);
-        }
-        let mut cursor = self.cursor.lock().await;
-        // Reuse the cursor if it stands where this read starts; a failed fetch may have left it
-        // anywhere, so it is then replaced, once.
-        let mut fresh = false;
-        // A new consumer on a replicated stream may answer "no responders" (503) until its own
-        // leader is elected: a few short retries, not an outage.
-        let mut retries = 0u32;
-        loop {
-            let connects = self.client.statistics().connects.load(Ordering::Relaxed);
-            let consumer = match cursor.take() {
-                Some(c) if c.reusable_at(from_seq, connects) => c.consumer,
-                _ => {
-                    fresh = true;
-                    self.consumer_from(from_seq).await?
-                }
-            };
-            let fetched = match Self::fetch(&consumer, max, &mut out).await {
-                Ok(true) if out.len() < max && self.reads == ReadPath::Leader => {
-                    self.fetch_to_leader(&consumer, from_seq, max, &mut out).await
-                }
-                other => other,
-            };
-            match fetched {
-                Ok(in_step) => {
-                    let next = out.last().map_or(from_seq, |s| s.seq + 1);
-                    if in_step {
-                        *cursor = Some(Cursor { next, consumer, connects, used: Instant::now() });
-                    }
-                    return Ok(out);
-                }
-                // Another consumer would only find it again.
-                Err(e @ Error::Undecodable { .. }) => return Err(e),
-                Err(e) if !fresh => {
-                    debug!(error = %e, from_seq, "read cursor failed, recreating it");
-                    out.clear();
-                }
-                Err(Error::Unavailable(ref m)) if retries < READ_RETRIES && no_responders(m) => {
-                    retries += 1;
-                    debug!(error = %m, from_seq, retries, "read failed on a new consumer; retrying");
-                    out.clear();
-                    tokio::time::sleep(Duration::from_millis(100 << retries)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Stored>>> {
-        let source =
-            fanout::Source { js: self.js.clone(), client: self.client.clone(), stream: self.stream_name().to_string() };
-        // Asked before the lock (it is a round trip); a stale answer only makes the upstream
-        // start earlier than needed.
-        let live_from = if self.fanout.lock().unwrap().as_ref().is_some_and(fanout::Fanout::is_running) {
-            0
-        } else {
-            self.last_seq().await? + 1
-        };
-        let sub = {
-            let mut shared = self.fanout.lock().unwrap();
-            if !shared.as_ref().is_some_and(fanout::Fanout::is_running) {
-                *shared = Some(fanout::Fanout::start(&source, live_from.max(1)));
-            }
-            shared.as_ref().map(|f| f.subscribe(source, from_seq))
-        };
-        let Some(sub) = sub else { return Err(Error::Unavailable("the shared tail did not start".into())) };
-        Ok(futures::stream::unfold(sub, |mut s| async move { s.next_event().await.map(|item| (item, s)) }).boxed())
-    }
-
-    async fn last_seq(&self) -> Result<u64> {
-        let info = self.stream.get_info().await.map_err(|e| unavailable("cannot read stream info", e))?;
-        Ok(info.state.last_sequence)
-    }
-
-    async fn announce_node(&self, node: &str) -> Result<()> {
-        let subject = format!("_signalbus_nodes.{}", self.stream_name());
-        self.node_listener.call_once(|| {
-            let (client, book, subject) = (self.client.clone(), self.nodes.clone(), subject.clone());
-            tokio::spawn(async move {
-                // async-nats resubscribes after a reconnect; the book notices the gap in our own beats.
-                let Ok(mut sub) = client.subscribe(subject).await else { return };
-                while let Some(msg) = sub.next().await {
-                    if let Ok(node) = std::str::from_utf8(&msg.payload) {
-                        book.heard(node);
-                    }
-                }
-            });
-        });
-        self.nodes.set_me(node);
-        self.client
-            .publish(subject, node.to_string().into())
-            .await
-            .map_err(|e| unavailable("cannot announce the node", e))
-    }
-
-    fn node_is_dead(&self, node: &str) -> bool {
-        self.nodes.is_dead(node)
-    }
-
-    async fn ping(&self) -> Result<()> {
-        self.stream.get_info().await.map(|_| ()).map_err(|e| unavailable("stream does not answer", e))
     }
 }

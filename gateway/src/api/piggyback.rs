@@ -1,7 +1,6 @@
 //! Piggyback sessions at the HTTP edge (CONTRACT §1, §8): HTTP-only sessions whose pending
 //! signals ride on the JSON responses to their own calls. The middleware that checks the
-//! `X-Signalbus-Session` header, heartbeats the call and adds `"signals"` to its answer, and the
-//! entry points HTTP and MCP share (open, call, pending, drain).
+//! `X-Signalbus-Session` header, heartbeats the call and adds `"signals"` to its answer.
 //!
 //! Deliberately never pushes and never enters the hub: nothing is written to a piggyback
 //! session between its calls. The events are built by `sessions::lifecycle`, the drain is
@@ -13,15 +12,15 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use bus::event::{DeliveredVia, SessionKind, Surface};
+use bus::event::{DeliveredVia, Surface};
 use uuid::Uuid;
 
+use crate::agent::Agent;
 use crate::api::splice;
-use crate::auth::{bearer, Agent, Principal};
+use crate::auth::{bearer, Principal};
 use crate::error::ApiError;
 use crate::sessions::presence::Entry;
 use crate::state::Gateway;
-use crate::wire::PushSignal;
 
 /// The request header naming the caller's piggyback session.
 pub const HEADER: &str = "x-signalbus-session";
@@ -29,36 +28,10 @@ pub const HEADER: &str = "x-signalbus-session";
 /// How long a call naming a session this node has not seen yet waits for the stream.
 const UNKNOWN_SESSION_WAIT: Duration = Duration::from_secs(2);
 
-/// Opens a piggyback session for `agent`: `session.opened` with surface `piggyback`.
-pub async fn open(gw: &Gateway, agent: &Agent, kind: SessionKind) -> Result<Uuid, ApiError> {
-    Ok(gw.lifecycle().open_piggyback(agent, kind).await?)
-}
-
-/// A call of `agent` on its piggyback session `id` (see `Lifecycle::piggyback_called`).
-pub async fn called(gw: &Gateway, id: Uuid, agent: &Agent) {
-    gw.lifecycle().piggyback_called(id, agent).await;
-}
-
-/// Pending signals of `agent`, drain order, without delivering them.
-pub async fn pending(gw: &Gateway, agent: &Agent, limit: u32) -> Result<Vec<PushSignal>, ApiError> {
-    gw.deliverer().pending(agent, limit).await
-}
-
-/// Delivers up to `limit` pending signals of `agent` (see `Deliverer::drain`).
-pub async fn drain(
-    gw: &Gateway,
-    agent: &Agent,
-    session: Option<Uuid>,
-    via: DeliveredVia,
-    limit: u32,
-) -> Result<Vec<PushSignal>, ApiError> {
-    gw.deliverer().drain(agent, session, via, limit).await
-}
-
 /// The caller's open piggyback session named by the header, or why the call is refused.
 async fn session_of(gw: &Gateway, headers: &HeaderMap, raw: &HeaderValue) -> Result<(Agent, Uuid), ApiError> {
     let token = bearer(headers).ok_or_else(|| ApiError::Unauthorized("missing bearer token".into()))?;
-    let agent = match gw.authenticate(token)? {
+    let agent = match gw.authenticator().authenticate(token)? {
         Principal::Agent(a) => a,
         Principal::Admin => return Err(ApiError::Forbidden("piggyback sessions need an agent token".into())),
     };
@@ -98,7 +71,7 @@ pub async fn middleware(State(gw): State<Gateway>, req: Request, next: Next) -> 
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
-    called(&gw, id, &agent).await;
+    gw.lifecycle().piggyback_called(id, &agent).await;
     let response = next.run(req).await;
     // The call may have closed the session (DELETE): nothing more goes to it.
     if !gw.presence().is_open(id) || response.extensions().get::<OwnSignals>().is_some() {
@@ -118,7 +91,7 @@ pub async fn middleware(State(gw): State<Gateway>, req: Request, next: Next) -> 
         splice::Opened::Object(p) => p,
         splice::Opened::Other(body) => return Response::from_parts(parts, body),
     };
-    let signals = match drain(&gw, &agent, Some(id), DeliveredVia::Piggyback, gw.config().drain_batch).await {
+    let signals = match gw.deliverer().drain(&agent, Some(id), DeliveredVia::Piggyback, gw.config().drain_batch).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(error = %e, session_id = %id, "piggyback drain failed; signals stay pending");

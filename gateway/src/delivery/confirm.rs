@@ -1,6 +1,6 @@
 //! Waiting for a send's push to be recorded: a send that resolved to a live WebSocket session
 //! answers `delivered: true` only once the stream holds the `signal.delivered` event, which any
-//! gateway's push may append. The stream tail (`follower`) reports every delivery here.
+//! gateway's push may append. The stream tail (`tail`) reports every delivery here.
 //!
 //! Deliberately decides nothing: what a send answers when no delivery comes is `send.rs`'s call
 //! (and the stream's, through the per-signal compare-and-set).

@@ -12,7 +12,7 @@ use bus::event::DeliveredVia;
 use chrono::Utc;
 use uuid::Uuid;
 
-use crate::auth::Agent;
+use crate::agent::Agent;
 use crate::delivery::{Deliverer, Recipient};
 use crate::error::ApiError;
 use crate::sessions::hub::SessionHandle;

@@ -1,6 +1,6 @@
 //! Handing signals to recipients: the per-signal compare-and-set that records
 //! `signal.delivered` before anything is handed over (`Deliverer::record`), the live push that
-//! follows the stream tail (`push`), the drains (`drain`), the tail itself (`follower`), and the
+//! follows the stream tail (`push`), the drains (`drain`), the tail itself (`tail`), and the
 //! sends waiting for their push to be recorded (`confirm`).
 //!
 //! Deliberately never hands over a delivery it could not record: the stream decides, so a
@@ -10,8 +10,8 @@
 
 pub mod confirm;
 pub mod drain;
-pub mod follower;
 pub mod push;
+pub mod tail;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -24,8 +24,8 @@ use projector::queries::Queries;
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
+use crate::applied::Applied;
 use crate::config::GatewayConfig;
-use crate::delivery::follower::Applied;
 use crate::metrics;
 use crate::sessions::hub::{Hub, SessionHandle};
 use crate::sessions::presence::Presence;

@@ -13,8 +13,9 @@ use chrono::Utc;
 use tokio::sync::mpsc::OwnedPermit;
 use uuid::Uuid;
 
+use crate::close::CloseReason;
 use crate::delivery::{Deliverer, Fresh, Recipient};
-use crate::sessions::hub::{CloseReason, SessionHandle};
+use crate::sessions::hub::SessionHandle;
 use crate::wire;
 
 impl Deliverer {

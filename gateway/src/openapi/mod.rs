@@ -17,7 +17,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
-use crate::api::http::{admin, agents, inbox, ops, plugins, sessions, signals};
+use crate::api::http::{admin, agents, inbox, ops, piggyback_sessions, plugins, signals};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -36,8 +36,8 @@ use crate::api::http::{admin, agents, inbox, ops, plugins, sessions, signals};
         signals::recall,
         inbox::inbox,
         inbox::ack,
-        sessions::open,
-        sessions::close,
+        piggyback_sessions::open,
+        piggyback_sessions::close,
         plugins::record,
         plugins::state,
         plugins::facts,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::auth::Agent;
+use crate::agent::Agent;
 
 /// Per-session heartbeat throttle of this node: at most one `session.heartbeat` per interval,
 /// and a call inside the interval is owed one (recorded by the reaper's next tick with the

@@ -16,10 +16,10 @@ use bus::store::SignalStore;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::auth::Agent;
+use crate::agent::Agent;
+use crate::close::CloseReason;
 use crate::metrics;
 use crate::sessions::heartbeats::Heartbeats;
-use crate::sessions::hub::CloseReason;
 use crate::sessions::presence::{Entry, Presence};
 
 /// What recording a session's life needs: the store, this node's presence and heartbeat

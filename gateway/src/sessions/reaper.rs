@@ -17,11 +17,12 @@ use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::close::CloseReason;
 use crate::config::GatewayConfig;
 use crate::metrics;
 use crate::ratelimit::SendLimiter;
 use crate::sessions::heartbeats::Heartbeats;
-use crate::sessions::hub::{CloseReason, Hub};
+use crate::sessions::hub::Hub;
 use crate::sessions::lifecycle::Lifecycle;
 use crate::sessions::presence::Presence;
 

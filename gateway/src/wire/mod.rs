@@ -59,9 +59,17 @@ impl SendResponse<'_> {
     }
 }
 
+/// A recorded plugin fact: its per-plugin `seq`, and the paths of `state` the redaction guard
+/// replaced (CONTRACT §4, applied to facts as to payloads).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactRecorded {
+    pub seq: u64,
+    pub redacted: Vec<String>,
+}
+
 /// The answer to a recorded plugin fact: `{"seq"}`, plus `redacted` when the guard replaced
 /// something in its state (as a send's answer does).
-pub fn fact_recorded(f: &crate::commands::FactRecorded) -> Value {
+pub fn fact_recorded(f: &FactRecorded) -> Value {
     let mut v = json!({ "seq": f.seq });
     if !f.redacted.is_empty() {
         v["redacted"] = json!(f.redacted);

@@ -12,9 +12,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 
 use crate::error::{migrate_error, Result};
 
-mod rebuild;
-
-pub(crate) use rebuild::rebuild;
+pub(crate) mod rebuild;
 
 /// The migrations, embedded at build time.
 pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../schema/postgres");

@@ -30,7 +30,7 @@ use crate::batch::Batch;
 use crate::bisect::Sink;
 use crate::dead_letter::{read_entries, AsEntry, Entry};
 use crate::error::Result;
-use crate::rebuild::{apply_page, RebuildReport, BULK_CHUNK, CHUNK};
+use crate::rebuild_pass::{apply_page, RebuildReport, BULK_CHUNK, CHUNK};
 use crate::sql::Conn;
 
 /// The bulk load: each batch in its own transaction in the scratch schema, without a flush.

@@ -15,7 +15,7 @@ use sqlx::sqlite::SqliteArguments;
 use sqlx::{Postgres, Sqlite};
 use uuid::Uuid;
 
-use super::Dialect;
+use super::dialect::Dialect;
 use crate::error::{Error, Result};
 
 /// Timestamps as fixed-width UTC text, so text order is time order (see the SQLite migration).
@@ -298,5 +298,19 @@ impl<'a> Args<'a> {
             };
         }
         Ok(q)
+    }
+}
+
+/// The one dialect fragment that adds a parameter, kept beside the parameters so `dialect.rs`
+/// needs nothing of them.
+impl Dialect {
+    /// The write time of a bookkeeping column (`updated_at`, `recorded_at`, `archived_at`):
+    /// PostgreSQL's transaction time; in SQLite, which has no clock in the stored timestamp
+    /// form, `now` from the caller, added to `args`.
+    pub fn now<'a>(self, args: &mut Args<'a>, now: DateTime<Utc>) -> String {
+        match self {
+            Dialect::Postgres => "now()".into(),
+            Dialect::Sqlite => args.arg(now),
+        }
     }
 }

@@ -17,67 +17,10 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 
 mod args;
+mod dialect;
 
 pub(crate) use args::{parse_ts, parse_uuid, Args, RowSet};
-
-/// The SQL spelling a statement is rendered in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialect {
-    Postgres,
-    Sqlite,
-}
-
-impl Dialect {
-    /// The two-argument maximum (`GREATEST` in PostgreSQL, scalar `max` in SQLite).
-    pub fn greatest(self) -> &'static str {
-        match self {
-            Dialect::Postgres => "GREATEST",
-            Dialect::Sqlite => "max",
-        }
-    }
-
-    /// A JSON text column of a row set, as the stored JSON type (`jsonb`; text in SQLite).
-    pub fn json(self, expr: &str) -> String {
-        match self {
-            Dialect::Postgres => format!("{expr}::jsonb"),
-            Dialect::Sqlite => expr.to_string(),
-        }
-    }
-
-    /// A stored JSON column as text.
-    pub fn json_text(self, expr: &str) -> String {
-        match self {
-            Dialect::Postgres => format!("{expr}::text"),
-            Dialect::Sqlite => expr.to_string(),
-        }
-    }
-
-    /// The size in bytes of a stored JSON column's text.
-    pub fn json_bytes(self, expr: &str) -> String {
-        match self {
-            Dialect::Postgres => format!("octet_length({expr}::text)::bigint"),
-            Dialect::Sqlite => format!("length(CAST({expr} AS BLOB))"),
-        }
-    }
-
-    /// A JSON array of `cols` rendered as text (the snapshot's canonical row).
-    pub fn json_array(self, cols: &str) -> String {
-        match self {
-            Dialect::Postgres => format!("json_build_array({cols})::text"),
-            Dialect::Sqlite => format!("json_array({cols})"),
-        }
-    }
-
-    /// The write time of a bookkeeping column (`updated_at`, `recorded_at`, `archived_at`):
-    /// PostgreSQL's transaction time; in SQLite, which has no clock in the stored timestamp
-    /// form, `now` from the caller, added to `args`.
-    pub fn now<'a>(self, args: &mut Args<'a>, now: DateTime<Utc>) -> String {
-        match self {
-            Dialect::Postgres => "now()".into(),
-            Dialect::Sqlite => args.arg(now),
-        }
-    }
-}
+pub(crate) use dialect::Dialect;
 
 /// A connection (or transaction, or savepoint) of either backend.
 pub(crate) enum Conn<'c> {

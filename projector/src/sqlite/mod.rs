@@ -15,9 +15,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::error::{migrate_error, Result};
 
-mod rebuild;
-
-pub(crate) use rebuild::rebuild;
+pub(crate) mod rebuild;
 
 pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../schema/sqlite");
 

@@ -21,7 +21,7 @@ use crate::bisect::Sink;
 use crate::dead_letter::read_entries;
 use crate::error::{Error, Result};
 use crate::pg::TABLES;
-use crate::rebuild::{apply_page, RebuildReport, CHUNK};
+use crate::rebuild_pass::{apply_page, RebuildReport, CHUNK};
 
 /// The fresh file, batch by batch (dead letters met as the live projector meets them).
 struct Scratch<'a> {

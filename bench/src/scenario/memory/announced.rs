@@ -10,10 +10,11 @@ use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::MaybeTlsStream;
 
-use super::{rss, Phase, Sampler, SETTLE};
+use super::sampling::{rss, Phase, Sampler, SETTLE};
+use crate::args::Args;
 use crate::bed::Target;
+use crate::client;
 use crate::report::round;
-use crate::{client, Args};
 
 /// The length the header announces: one byte under the bus's 1 MiB frame limit.
 const ANNOUNCED: u64 = 1024 * 1024 - 1;

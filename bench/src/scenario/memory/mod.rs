@@ -19,8 +19,6 @@
 //!
 //! Deliberately no thresholds: the ratios are read off the output (docs/performance.md).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -29,10 +27,14 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
 mod announced;
+mod sampling;
 
+use sampling::{rss, Phase, Sampler, SETTLE};
+
+use crate::args::Args;
 use crate::bed::Target;
-use crate::report::{round, rss_kib, Outcome};
-use crate::{client, Args};
+use crate::client;
+use crate::report::{round, Outcome};
 
 /// Ids per ack frame: the most the bus takes.
 const ACK_IDS: usize = 1000;
@@ -40,8 +42,6 @@ const ACK_IDS: usize = 1000;
 const FACT_BYTES: usize = 1_000_000;
 /// Payload of one signal pushed to a slow consumer.
 const SLOW_PAYLOAD_BYTES: usize = 16 * 1024;
-/// How long a phase's aftermath is given before its "after" RSS is read.
-const SETTLE: Duration = Duration::from_secs(3);
 
 /// The phases, in the order they run.
 const PHASES: [&str; 4] = ["ack_flood", "fact_reads", "slow_consumers", "announced_frames"];
@@ -135,51 +135,6 @@ async fn run_here(args: &Args) -> anyhow::Result<Outcome> {
         ));
     }
     Ok(Outcome { results: Value::Object(results), summary })
-}
-
-/// One phase's measurements.
-struct Phase {
-    before: u64,
-    peak: u64,
-    after: u64,
-    detail: Value,
-    summary: String,
-}
-
-fn rss(args: &Args) -> anyhow::Result<u64> {
-    rss_kib(args.bus_pid).context("cannot read VmRSS")
-}
-
-/// Samples RSS every 20 ms until dropped; `peak` is the largest sample so far.
-struct Sampler {
-    peak: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Sampler {
-    fn start(pid: Option<u32>) -> Self {
-        let peak = Arc::new(AtomicU64::new(0));
-        let p = peak.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                if let Some(kib) = rss_kib(pid) {
-                    p.fetch_max(kib, Ordering::Relaxed);
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        });
-        Sampler { peak, task }
-    }
-
-    fn peak(&self) -> u64 {
-        self.peak.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Sampler {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 async fn ack_flood(args: &Args, target: &Target, token: &str) -> anyhow::Result<Phase> {

@@ -8,6 +8,7 @@
 //! process; a second handle or process may still write the same file safely (tails then see its
 //! events on their next poll rather than at once).
 
+mod reads;
 mod tail;
 mod writer;
 
@@ -22,7 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Executor, Row, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::info;
@@ -32,6 +33,7 @@ use crate::error::{Error, Result};
 use crate::event::{Event, Subjects};
 use crate::log::{Appended, EventLog, Expect, Stored};
 
+use reads::{decode_row, read_error, read_from};
 use writer::{closed, AppendRequest, Command, Stats, Writer};
 
 /// The file inside the data dir.
@@ -222,41 +224,6 @@ impl EventLog for EmbeddedLog {
     }
 }
 
-/// Up to `max` events with sequence ≥ `from_seq`, in order. Shared by `read` and the tails.
-/// Stops short of an undecodable event; a read that starts at one fails with
-/// `Error::Undecodable` (see `log/mod.rs`).
-async fn read_from(readers: &SqlitePool, from_seq: u64, max: usize) -> Result<Vec<Stored>> {
-    if max == 0 {
-        return Ok(Vec::new());
-    }
-    let rows = sqlx::query("SELECT seq, subject, body FROM events WHERE seq >= ? ORDER BY seq LIMIT ?")
-        .bind(from_seq.min(i64::MAX as u64) as i64)
-        .bind(max.min(i64::MAX as usize) as i64)
-        .fetch_all(readers)
-        .await
-        .map_err(read_error)?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in &rows {
-        match decode_row(row) {
-            Ok(stored) => out.push(stored),
-            Err(e @ Error::Undecodable { .. }) if out.is_empty() => return Err(e),
-            Err(Error::Undecodable { .. }) => break,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(out)
-}
-
-fn decode_row(row: &SqliteRow) -> Result<Stored> {
-    let seq: i64 = row.try_get(0)?;
-    let subject: String = row.try_get(1)?;
-    let body: &[u8] = row.try_get(2)?;
-    match codec::decode(body) {
-        Ok(event) => Ok(Stored { seq: seq as u64, subject, event }),
-        Err(e) => Err(Error::Undecodable { seq: seq as u64, subject, reason: codec::reason(e) }),
-    }
-}
-
 /// Connects the writer, brings the schema up to date and reads the newest sequence.
 ///
 /// Boxed as `Send`, and calling `Executor` methods rather than sqlx's `async fn` wrappers
@@ -283,16 +250,4 @@ fn prepare_writer(options: SqliteConnectOptions) -> BoxFuture<'static, Result<(S
 /// Opening failures: the file or its directory is not usable, so the log cannot take events.
 fn unavailable(e: sqlx::Error) -> Error {
     Error::Unavailable(format!("cannot open the event log: {e}"))
-}
-
-/// A read that failed because the log is closed or its connections are gone is `Unavailable`
-/// (retry later); anything else is a storage fault.
-fn read_error(e: sqlx::Error) -> Error {
-    match e {
-        sqlx::Error::PoolClosed => closed(),
-        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => {
-            Error::Unavailable(format!("event log read failed: {e}"))
-        }
-        e => Error::from(e),
-    }
 }

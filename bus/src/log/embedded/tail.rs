@@ -12,7 +12,8 @@ use futures::stream::{self, BoxStream, StreamExt};
 use sqlx::SqlitePool;
 use tokio::sync::watch;
 
-use super::{read_from, writer::closed};
+use super::reads::read_from;
+use super::writer::closed;
 use crate::error::{Error, Result};
 use crate::log::Stored;
 

@@ -12,7 +12,8 @@
 use async_nats::jetstream::stream::{DirectGetErrorKind, LastRawMessageErrorKind, Stream};
 use async_nats::jetstream::{self};
 
-use super::{stored, unavailable};
+use super::errors::unavailable;
+use super::messages::stored;
 use crate::error::{Error, Result};
 use crate::log::Stored;
 

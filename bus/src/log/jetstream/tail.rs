@@ -21,7 +21,7 @@ use futures::StreamExt;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::{consumer_from, stored, FETCH_BATCH, TAIL_EXPIRES, TAIL_SILENCE};
+use super::messages::{consumer_from, stored, FETCH_BATCH, TAIL_EXPIRES, TAIL_SILENCE};
 use crate::error::{Error, Result};
 use crate::log::Stored;
 

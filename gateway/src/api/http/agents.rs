@@ -1,9 +1,8 @@
 //! `POST /v1/agents` (register), `POST /v1/agents/{identity}/token` (rotate),
 //! `DELETE /v1/agents/{identity}` (remove), `GET /v1/agents`.
 //!
-//! Deliberately keeps no token: only its SHA-256 goes into the event, and the token itself is
-//! shown once, in the response. A removed identity may be registered again: it gets a new
-//! token, and the old one stays refused.
+//! Deliberately reads the request and shapes the answer only: registering and rotating are
+//! `registration`, removing is `removal`. The token is shown once, in the response.
 
 use std::collections::HashMap;
 
@@ -11,20 +10,17 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
 use axum::Json;
-use bus::agent::AgentCommand;
 use bus::event::SessionKind;
 use bus::names::{validate_new_identity, validate_tenant};
-use chrono::Utc;
 use serde_json::{json, Value};
 
-use crate::api::http::{json_object, only_fields, opt_str, PathIdentity};
-use crate::auth::{hash_token, new_token, AdminAuth, Authed, Principal};
+use crate::api::http::extract::{json_object, only_fields, opt_str, PathIdentity};
+use crate::auth::{AdminAuth, Authed, Principal};
 use crate::error::ApiError;
 use crate::reads;
+use crate::registration;
 use crate::state::Gateway;
 use crate::wire::ts;
-
-const ADMIN: &str = "admin";
 
 fn tenant_or_default(gw: &Gateway, tenant: Option<&str>) -> Result<String, ApiError> {
     let tenant = tenant.unwrap_or(&gw.config().tenant_default).to_string();
@@ -50,18 +46,7 @@ pub async fn register(
         Some(k) => SessionKind::parse(k)
             .ok_or_else(|| ApiError::invalid(format!("kind {k:?} must be daemon, shim or interactive")))?,
     };
-    let already = || ApiError::AlreadyRegistered(format!("{identity} is already registered in tenant {tenant}"));
-    if gw.registry().is_registered(&tenant, &identity) {
-        return Err(already());
-    }
-    let token = new_token();
-    let command = AgentCommand::Register { identity: identity.clone(), kind, token_hash: hash_token(&token) };
-    let (seq, event) = match gw.store().execute_agent(&tenant, &identity, &command, ADMIN, Utc::now()).await {
-        Err(bus::Error::Domain(bus::DomainError::AlreadyRegistered(_))) => return Err(already()),
-        other => other?,
-    };
-    gw.registry().apply(seq, &event);
-    tracing::info!(tenant = %tenant, identity = %identity, "agent registered");
+    let token = registration::register(&gw, &tenant, &identity, kind).await?;
     Ok(Json(json!({ "tenant": tenant, "identity": identity, "token": token })))
 }
 
@@ -76,17 +61,7 @@ pub async fn rotate(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let tenant = tenant_or_default(&gw, q.get("tenant").map(String::as_str))?;
-    if gw.registry().get(&tenant, &identity).is_none() {
-        return Err(ApiError::NotFound(format!("no agent {identity:?} in tenant {tenant}")));
-    }
-    let token = new_token();
-    let token_hash = hash_token(&token);
-    let command = AgentCommand::RotateToken { identity: identity.clone(), token_hash: token_hash.clone() };
-    let (seq, event) = gw.store().execute_agent(&tenant, &identity, &command, ADMIN, Utc::now()).await?;
-    // Apply now rather than when the tail catches up: the old token must stop working at once.
-    gw.registry().apply(seq, &event);
-    gw.hub().close_stale_tokens(&tenant, &identity, &token_hash);
-    tracing::info!(tenant = %tenant, identity = %identity, "agent token rotated");
+    let token = registration::rotate(&gw, &tenant, &identity).await?;
     Ok(Json(json!({ "tenant": tenant, "identity": identity, "token": token })))
 }
 

@@ -2,7 +2,7 @@
 //! delivered (`delivered_via: inbox`) — and `POST /v1/inbox/ack`, the HTTP ack for signals
 //! delivered to a piggyback session.
 //!
-//! Deliberately thin: listing and draining are `piggyback::pending`/`piggyback::drain`, the
+//! Deliberately thin: listing and draining are `Deliverer::pending`/`Deliverer::drain`, the
 //! same code a piggyback response uses, so both hand out a signal at most once.
 
 use std::collections::HashMap;
@@ -15,8 +15,7 @@ use bus::event::DeliveredVia;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::api::http::{json_object, limit_param};
-use crate::api::piggyback;
+use crate::api::http::extract::{json_object, limit_param};
 use crate::api::piggyback::OwnSignals;
 use crate::auth::AgentAuth;
 use crate::commands;
@@ -56,9 +55,9 @@ pub async fn inbox(
     };
     let limit = limit_param(&q, 100)?;
     let signals = if drain {
-        piggyback::drain(&gw, &agent, None, DeliveredVia::Inbox, limit).await?
+        gw.deliverer().drain(&agent, None, DeliveredVia::Inbox, limit).await?
     } else {
-        piggyback::pending(&gw, &agent, limit).await?
+        gw.deliverer().pending(&agent, limit).await?
     };
     Ok((Extension(OwnSignals), Json(InboxBody { signals })))
 }

@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::api::http::{json_object, limit_param, only_fields, opt_str, PathPlugin};
+use crate::api::http::extract::{json_object, limit_param, only_fields, opt_str, PathPlugin};
 use crate::auth::{Authed, Principal};
 use crate::commands::{self, FactAuthor};
 use crate::error::ApiError;

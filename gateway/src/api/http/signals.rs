@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::api::http::{json_object, limit_param, PathId};
+use crate::api::http::extract::{json_object, limit_param, PathId};
 use crate::api::piggyback::OwnSignals;
 use crate::auth::AgentAuth;
 use crate::error::ApiError;

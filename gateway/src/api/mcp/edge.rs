@@ -7,6 +7,7 @@
 //!
 //! Deliberately leaves the MCP protocol itself to rmcp: it reads no JSON-RPC.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -21,14 +22,25 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::mcp::{sessions, Caller, Mcp};
-use crate::api::piggyback;
-use crate::auth::{bearer, Agent, Principal};
+use crate::agent::Agent;
+use crate::api::mcp::bindings::{self, Caller, Manager, McpSessions};
+use crate::auth::{bearer, Principal};
+use crate::close::CloseReason;
 use crate::error::ApiError;
-use crate::sessions::hub::CloseReason;
+use crate::state::Gateway;
 
 /// The header naming an MCP session (MCP Streamable HTTP).
 const SESSION_HEADER: &str = "mcp-session-id";
+
+/// What the edge needs: the gateway, this router's MCP sessions, rmcp's session manager, and
+/// the body limit.
+#[derive(Clone)]
+pub(crate) struct Mcp {
+    pub gw: Gateway,
+    pub sessions: Arc<McpSessions>,
+    pub manager: Arc<Manager>,
+    pub max_body: usize,
+}
 
 pub async fn middleware(State(mcp): State<Mcp>, req: Request, next: Next) -> Response {
     match handle(&mcp, req, next).await {
@@ -57,8 +69,8 @@ async fn handle(mcp: &Mcp, req: Request, next: Next) -> Result<Response, ApiErro
         }
         return open(mcp, agent, req, next).await;
     };
-    let binding = gw
-        .mcp()
+    let binding = mcp
+        .sessions
         .get(&mcp_id)
         .filter(|b| b.agent.tenant == agent.tenant && b.agent.identity == agent.identity)
         .ok_or_else(|| {
@@ -66,11 +78,11 @@ async fn handle(mcp: &Mcp, req: Request, next: Next) -> Result<Response, ApiErro
         })?;
     if !gw.presence().is_open(binding.bus_session) {
         // The reaper closed its bus session (silence) before the sweep caught up.
-        sessions::unbind(gw, &mcp_id, CloseReason::Timeout).await;
+        bindings::unbind(gw, &mcp.sessions, &mcp_id, CloseReason::Timeout).await;
         let _ = mcp.manager.close_session(&mcp_id.clone().into()).await;
         return Err(ApiError::NotFound("the mcp session ended after a silence; initialize a new one".into()));
     }
-    piggyback::called(gw, binding.bus_session, &agent).await;
+    gw.lifecycle().piggyback_called(binding.bus_session, &agent).await;
     let method = req.method().clone();
     let mut req = req;
     req.extensions_mut().insert(Caller(binding.clone()));
@@ -90,9 +102,9 @@ async fn handle(mcp: &Mcp, req: Request, next: Next) -> Result<Response, ApiErro
     })
 }
 
-fn authenticate(gw: &crate::Gateway, req: &Request) -> Result<Agent, ApiError> {
+fn authenticate(gw: &Gateway, req: &Request) -> Result<Agent, ApiError> {
     let token = bearer(req.headers()).ok_or_else(|| ApiError::Unauthorized("missing bearer token".into()))?;
-    match gw.authenticate(token)? {
+    match gw.authenticator().authenticate(token)? {
         Principal::Agent(a) => Ok(a),
         Principal::Admin => Err(ApiError::Forbidden("mcp needs an agent token, not the admin token".into())),
     }
@@ -119,15 +131,15 @@ async fn open(mcp: &Mcp, agent: Agent, req: Request, next: Next) -> Result<Respo
     let Some(mcp_id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string) else {
         return Ok(response);
     };
-    match piggyback::open(&mcp.gw, &agent, SessionKind::Shim).await {
+    match mcp.gw.lifecycle().open_piggyback(&agent, SessionKind::Shim).await {
         Ok(bus_session) => {
             tracing::info!(session_id = %bus_session, identity = %agent.identity, "mcp session opened");
-            mcp.gw.mcp().bind(mcp_id, agent, bus_session);
+            mcp.sessions.bind(mcp_id, agent, bus_session);
             Ok(response)
         }
         Err(e) => {
             let _ = mcp.manager.close_session(&mcp_id.into()).await;
-            Err(e)
+            Err(e.into())
         }
     }
 }
@@ -151,7 +163,7 @@ fn heartbeat_while_open(mcp: &Mcp, bus_session: uuid::Uuid, agent: Agent, respon
             if !gw.presence().is_open(bus_session) {
                 return;
             }
-            piggyback::called(&gw, bus_session, &agent).await;
+            gw.lifecycle().piggyback_called(bus_session, &agent).await;
         }
     });
     let guard = open.drop_guard();

@@ -10,41 +10,35 @@
 //!   shared with the stdio shim of the binary.
 //! - `call`: tool arguments → `Call`, outcome → tool result (pure; shared with the shim).
 //! - `server`: the rmcp `ServerHandler` running calls against the gateway.
-//! - `sessions`: MCP session ↔ bus session bindings, the session manager, the sweep, and the
+//! - `bindings`: MCP session ↔ bus session bindings (`McpSessions`, one table per router), the session manager, the sweep, and the
 //!   announcement of new signals on the GET stream.
 //! - `edge`: the axum middleware in front of rmcp (auth, ownership, heartbeats, limits).
 
+mod bindings;
 pub mod call;
 pub mod catalog;
 mod edge;
 pub mod server;
-mod sessions;
 
 use std::sync::Arc;
 
 use axum::Router;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-pub(crate) use sessions::{announce, Registry};
+use bindings::{Manager, McpSessions};
+use edge::Mcp;
+use server::Server;
 
 use crate::state::Gateway;
 
-/// The MCP session a request belongs to, put on the request by the edge for the server.
-#[derive(Debug, Clone)]
-pub(crate) struct Caller(pub Arc<sessions::Binding>);
-
-/// What the edge needs: the gateway, rmcp's sessions, and the body limit.
-#[derive(Clone)]
-pub(crate) struct Mcp {
-    gw: Gateway,
-    manager: Arc<sessions::Manager>,
-    max_body: usize,
-}
-
-/// `/mcp`, every method, behind the edge. Starts the sweep that ends MCP sessions with their
-/// bus sessions.
+/// `/mcp`, every method, behind the edge, over this router's own MCP sessions. Starts the sweep
+/// that ends MCP sessions with their bus sessions, and announces each new signal for their
+/// agents to them (`announce`, called by the stream tail through the gateway's announcers).
 pub(crate) fn routes(gw: &Gateway, max_body: usize) -> Router<Gateway> {
-    let manager = Arc::new(sessions::Manager::new(gw.clone()));
+    let sessions = Arc::new(McpSessions::default());
+    let (announced, tasks) = (sessions.clone(), gw.tasks().clone());
+    gw.announcers().add(Box::new(move |tenant, sent| bindings::announce(&announced, &tasks, tenant, sent)));
+    let manager = Arc::new(Manager::new(gw.clone(), sessions.clone()));
     let config = StreamableHttpServerConfig::default()
         // Every request carries the agent's bearer token, which a DNS-rebinding page cannot
         // add, and a gateway is reached by whatever host name its operator gives it.
@@ -53,9 +47,9 @@ pub(crate) fn routes(gw: &Gateway, max_body: usize) -> Router<Gateway> {
         // A ping on an idle GET stream is how a vanished client is noticed (its heartbeats stop).
         .with_sse_keep_alive(Some(gw.config().heartbeat_interval()))
         .with_max_request_body_bytes(max_body);
-    let server = server::Server { gw: gw.clone() };
+    let server = Server { gw: gw.clone() };
     let service = StreamableHttpService::new(move || Ok(server.clone()), manager.clone(), config);
-    sessions::spawn_sweep(gw.clone(), manager.clone());
-    let state = Mcp { gw: gw.clone(), manager, max_body };
+    bindings::spawn_sweep(gw.clone(), manager.clone());
+    let state = Mcp { gw: gw.clone(), sessions, manager, max_body };
     Router::new().route_service("/mcp", service).layer(axum::middleware::from_fn_with_state(state, edge::middleware))
 }

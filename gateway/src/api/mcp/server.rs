@@ -20,11 +20,9 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{json, Value};
 
+use crate::api::mcp::bindings::{Binding, Caller};
 use crate::api::mcp::call::{self, Call};
 use crate::api::mcp::catalog;
-use crate::api::mcp::sessions::Binding;
-use crate::api::mcp::Caller;
-use crate::api::piggyback;
 use crate::commands::{self, FactAuthor};
 use crate::error::ApiError;
 use crate::state::Gateway;
@@ -139,9 +137,9 @@ async fn run(gw: &Gateway, b: &Binding, call: Call) -> Result<Value, ApiError> {
         Call::CheckInbox { drain, limit } => {
             // Drained into this session, so what it never acks is redelivered on the next one.
             let signals = if drain {
-                piggyback::drain(gw, a, Some(b.bus_session), DeliveredVia::Inbox, limit).await?
+                gw.deliverer().drain(a, Some(b.bus_session), DeliveredVia::Inbox, limit).await?
             } else {
-                piggyback::pending(gw, a, limit).await?
+                gw.deliverer().pending(a, limit).await?
             };
             Ok(json!({ "signals": signals }))
         }
@@ -166,7 +164,7 @@ async fn ride_along(gw: &Gateway, b: &Binding) -> Vec<Value> {
     if !gw.presence().is_open(b.bus_session) {
         return Vec::new();
     }
-    match piggyback::drain(gw, &b.agent, Some(b.bus_session), DeliveredVia::Piggyback, gw.config().drain_batch).await {
+    match gw.deliverer().drain(&b.agent, Some(b.bus_session), DeliveredVia::Piggyback, gw.config().drain_batch).await {
         Ok(signals) => signals.iter().filter_map(|s| serde_json::to_value(s).ok()).collect(),
         Err(e) => {
             tracing::warn!(error = %e, session_id = %b.bus_session, "mcp piggyback drain failed; signals stay pending");

@@ -72,14 +72,14 @@ fn accept(
     gw: &Gateway,
     params: &HashMap<String, String>,
     headers: &HeaderMap,
-) -> Result<(crate::auth::Agent, SessionKind), ApiError> {
+) -> Result<(crate::agent::Agent, SessionKind), ApiError> {
     if gw.shutdown_token().is_cancelled() {
         return Err(ApiError::Unavailable("the server is shutting down".into()));
     }
     let token = bearer(headers)
         .or(params.get("token").map(String::as_str))
         .ok_or_else(|| ApiError::Unauthorized("missing token: send Authorization: Bearer or ?token=".into()))?;
-    let agent = match gw.authenticate(token)? {
+    let agent = match gw.authenticator().authenticate(token)? {
         Principal::Agent(a) => a,
         Principal::Admin => {
             return Err(ApiError::Forbidden("sessions need an agent token, not the admin token".into()))

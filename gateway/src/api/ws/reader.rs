@@ -18,8 +18,9 @@ use uuid::Uuid;
 
 use crate::api::ws::dispatch::{self, Work};
 use crate::api::ws::frames::{self, ClientFrame, Op, Step, MAX_ACK_IDS};
+use crate::close::CloseReason;
 use crate::error::ApiError;
-use crate::sessions::hub::{CloseReason, Control, SessionHandle};
+use crate::sessions::hub::{Control, SessionHandle};
 
 /// Operations of one session running at once; a client's `send` window beyond this waits in
 /// its socket.

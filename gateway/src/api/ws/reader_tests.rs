@@ -19,11 +19,12 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::agent::Agent;
 use crate::api::ws::dispatch::Work;
 use crate::api::ws::frames::{self, MAX_ACK_IDS};
 use crate::api::ws::reader::{read_loop, Runner, Settings, MAX_IN_FLIGHT};
-use crate::auth::Agent;
-use crate::sessions::hub::{CloseReason, Control, SessionHandle};
+use crate::close::CloseReason;
+use crate::sessions::hub::{Control, SessionHandle};
 
 const FLUSH: Duration = Duration::from_millis(100);
 const STALE: Duration = Duration::from_secs(4);

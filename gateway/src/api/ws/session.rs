@@ -15,14 +15,15 @@ use futures::{FutureExt, SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use crate::agent::Agent;
 use crate::api::ws::dispatch::{self, Work};
 use crate::api::ws::frames;
 use crate::api::ws::reader::{self, Runner};
 use crate::api::ws::writer;
-use crate::auth::Agent;
+use crate::close::CloseReason;
 use crate::listener::CloseRoom;
 use crate::metrics;
-use crate::sessions::hub::{CloseReason, Control, SessionHandle};
+use crate::sessions::hub::{Control, SessionHandle};
 use crate::state::Gateway;
 
 /// How long a closing session waits for its writer to end (it gives its close frame 3 s).

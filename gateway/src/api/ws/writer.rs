@@ -22,8 +22,9 @@ use chrono::Utc;
 use futures::{Sink, SinkExt};
 use tokio::sync::mpsc;
 
+use crate::close::CloseReason;
 use crate::listener::CloseRoom;
-use crate::sessions::hub::{CloseReason, Control};
+use crate::sessions::hub::Control;
 use crate::wire::Outbound;
 
 /// Most queued frames written before one flush; bounds how long a ping waits behind data.

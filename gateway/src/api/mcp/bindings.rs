@@ -18,13 +18,18 @@ use rmcp::service::{Peer, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 use serde_json::json;
+use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
+use crate::agent::Agent;
 use crate::api::mcp::catalog;
-use crate::auth::Agent;
+use crate::close::CloseReason;
 use crate::metrics;
-use crate::sessions::hub::CloseReason;
 use crate::state::Gateway;
+
+/// The MCP session a request belongs to, put on the request by the edge for the server.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller(pub Arc<Binding>);
 
 /// Attempts at recording a close that keeps losing its compare-and-set to heartbeats.
 const MAX_CLOSE_ATTEMPTS: usize = 8;
@@ -60,7 +65,7 @@ impl Binding {
 /// The MCP sessions of this process, by id and by agent (the announcement runs for every
 /// `signal.sent` on the tail, so it must not scan them all).
 #[derive(Debug, Default)]
-pub struct Registry {
+pub struct McpSessions {
     inner: Mutex<Inner>,
 }
 
@@ -70,7 +75,7 @@ struct Inner {
     by_agent: HashMap<(String, String), Vec<Arc<Binding>>>,
 }
 
-impl Registry {
+impl McpSessions {
     pub fn bind(&self, mcp_id: String, agent: Agent, bus_session: Uuid) -> Arc<Binding> {
         let key = (agent.tenant.clone(), agent.identity.clone());
         let b = Arc::new(Binding {
@@ -115,8 +120,8 @@ impl Registry {
 
 /// Ends the binding of `mcp_id`, recording its bus session's `session.closed` with `reason`
 /// (unless something closed it already). Returns the binding it ended.
-pub async fn unbind(gw: &Gateway, mcp_id: &str, reason: CloseReason) -> Option<Arc<Binding>> {
-    let b = gw.mcp().take(mcp_id)?;
+pub async fn unbind(gw: &Gateway, sessions: &McpSessions, mcp_id: &str, reason: CloseReason) -> Option<Arc<Binding>> {
+    let b = sessions.take(mcp_id)?;
     let a = &b.agent;
     // A heartbeat appended meanwhile (an open GET stream, an owed beat) loses us the
     // compare-and-set; the close must still stick, so try again while the session is open.
@@ -143,12 +148,11 @@ pub async fn unbind(gw: &Gateway, mcp_id: &str, reason: CloseReason) -> Option<A
 /// this process that a signal waits (`notifications/message`, level `notice`, logger
 /// `signalbus`), on their GET stream when one is open; it is delivered by their next call.
 /// A signal pushed to a WebSocket session is not announced: it is not waiting.
-pub fn announce(gw: &Gateway, tenant: &str, sent: &SignalSent) {
+pub fn announce(sessions: &McpSessions, tasks: &TaskTracker, tenant: &str, sent: &SignalSent) {
     if sent.publish_path == PublishPath::PushedToWs {
         return;
     }
-    let peers: Vec<Peer<RoleServer>> = gw
-        .mcp()
+    let peers: Vec<Peer<RoleServer>> = sessions
         .of_agent(tenant, &sent.to)
         .into_iter()
         .filter(|b| !*b.quiet.lock().unwrap())
@@ -169,7 +173,7 @@ pub fn announce(gw: &Gateway, tenant: &str, sent: &SignalSent) {
     }));
     for peer in peers {
         let data = data.clone();
-        gw.tasks().spawn(async move {
+        tasks.spawn(async move {
             // Logging is the one server-to-client message the session revisions (up to
             // 2025-11-25, the ones served here) deliver without a subscription step; rmcp marks
             // it deprecated for the sessionless 2026-07-28 revision only.
@@ -189,15 +193,16 @@ pub fn announce(gw: &Gateway, tenant: &str, sent: &SignalSent) {
 pub struct Manager {
     inner: LocalSessionManager,
     gw: Gateway,
+    sessions: Arc<McpSessions>,
 }
 
 impl Manager {
-    pub fn new(gw: Gateway) -> Self {
+    pub fn new(gw: Gateway, sessions: Arc<McpSessions>) -> Self {
         let mut inner = LocalSessionManager::default();
         // Idleness is the bus's call (the piggyback reaper, which an open GET stream keeps
         // away); rmcp's own idle timeout would end a session that waits on its GET stream.
         inner.session_config.keep_alive = None;
-        Manager { inner, gw }
+        Manager { inner, gw, sessions }
     }
 }
 
@@ -223,7 +228,7 @@ impl SessionManager for Manager {
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         let closed = self.inner.close_session(id).await;
-        unbind(&self.gw, id, CloseReason::ClientClosed).await;
+        unbind(&self.gw, &self.sessions, id, CloseReason::ClientClosed).await;
         closed
     }
 
@@ -269,7 +274,7 @@ pub fn spawn_sweep(gw: Gateway, manager: Arc<Manager>) {
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            for b in gw.mcp().all() {
+            for b in manager.sessions.all() {
                 let reason = if !gw.presence().is_open(b.bus_session) {
                     CloseReason::Timeout
                 } else if gw.registry().lookup(&b.agent.token_hash).is_none() {
@@ -277,15 +282,15 @@ pub fn spawn_sweep(gw: Gateway, manager: Arc<Manager>) {
                 } else {
                     continue;
                 };
-                unbind(&gw, &b.mcp_id, reason).await;
+                unbind(&gw, &manager.sessions, &b.mcp_id, reason).await;
                 let id: SessionId = b.mcp_id.clone().into();
                 if let Err(e) = manager.inner.close_session(&id).await {
                     tracing::debug!(error = %e, "mcp session already gone");
                 }
             }
         }
-        for b in gw.mcp().all() {
-            unbind(&gw, &b.mcp_id, CloseReason::Shutdown).await;
+        for b in manager.sessions.all() {
+            unbind(&gw, &manager.sessions, &b.mcp_id, CloseReason::Shutdown).await;
         }
     });
 }

@@ -10,49 +10,25 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bus::event::{EventBody, SignalSent};
+use bus::event::EventBody;
 use bus::log::{SharedLog, Stored};
 use futures::StreamExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::agent_registry::AgentRegistry;
+use crate::announcers::Announce;
+use crate::close::CloseReason;
 use crate::delivery::confirm::Confirmations;
 use crate::delivery::Deliverer;
-use crate::sessions::hub::{CloseReason, Hub};
+use crate::sessions::hub::Hub;
 use crate::sessions::presence::Presence;
-use crate::sessions::registry::Registry;
-
-/// The stream position this process has applied to registry and presence, as the follower
-/// reports it: what a drain waits for so it sees what presence sees.
-#[derive(Debug, Clone)]
-pub struct Applied(watch::Receiver<u64>);
-
-impl Applied {
-    pub fn channel() -> (watch::Sender<u64>, Applied) {
-        let (tx, rx) = watch::channel(0u64);
-        (tx, Applied(rx))
-    }
-
-    pub fn get(&self) -> u64 {
-        *self.0.borrow()
-    }
-
-    /// Waits until the stream is applied up to `seq`; false when `timeout` passed first.
-    pub async fn wait(&self, seq: u64, timeout: Duration) -> bool {
-        let mut rx = self.0.clone();
-        let reached = tokio::time::timeout(timeout, rx.wait_for(|s| *s >= seq)).await;
-        matches!(reached, Ok(Ok(_)))
-    }
-}
-
-/// Tells another surface (MCP) that a signal was sent: `(tenant, signal.sent)`.
-pub type Announce = Box<dyn Fn(&str, &SignalSent) + Send + Sync>;
 
 /// What the tail writes to: the tables it keeps current, and where a `signal.sent` goes.
-pub struct Follower {
+pub struct Tail {
     pub log: SharedLog,
-    pub registry: Arc<Registry>,
+    pub registry: Arc<AgentRegistry>,
     pub presence: Arc<Presence>,
     pub hub: Arc<Hub>,
     pub deliverer: Arc<Deliverer>,
@@ -62,7 +38,7 @@ pub struct Follower {
 }
 
 /// Starts the tail on `tasks`; it reports each applied sequence through `applied`.
-pub fn spawn(f: Follower, applied: watch::Sender<u64>, tasks: &TaskTracker) {
+pub fn spawn(f: Tail, applied: watch::Sender<u64>, tasks: &TaskTracker) {
     tasks.spawn(async move {
         let stop = f.shutdown.clone();
         let mut next = 1u64;
@@ -120,7 +96,7 @@ pub fn spawn(f: Follower, applied: watch::Sender<u64>, tasks: &TaskTracker) {
     });
 }
 
-impl Follower {
+impl Tail {
     fn apply(&self, stored: &Stored) {
         let event = &stored.event;
         self.registry.apply(stored.seq, event);

@@ -14,13 +14,12 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::api::http::{json_object, only_fields, opt_str, PathId};
-use crate::api::piggyback;
+use crate::api::http::extract::{json_object, only_fields, opt_str, PathId};
 use crate::auth::AgentAuth;
+use crate::close::CloseReason;
 use crate::error::ApiError;
 use crate::metrics;
 use crate::openapi::schemas::OpenSession;
-use crate::sessions::hub::CloseReason;
 use crate::state::Gateway;
 
 /// A piggyback session just opened.
@@ -57,7 +56,7 @@ pub async fn open(
         Some(k) => SessionKind::parse(k)
             .ok_or_else(|| ApiError::invalid(format!("kind {k:?} must be daemon, shim or interactive")))?,
     };
-    let id = piggyback::open(&gw, &agent, kind).await?;
+    let id = gw.lifecycle().open_piggyback(&agent, kind).await?;
     Ok(Json(SessionOpenedBody {
         session_id: id,
         kind: kind.as_str().to_string(),

@@ -30,11 +30,11 @@ struct Inner {
 }
 
 #[derive(Debug, Default)]
-pub struct Registry {
+pub struct AgentRegistry {
     inner: RwLock<Inner>,
 }
 
-impl Registry {
+impl AgentRegistry {
     /// Folds an `agent.*` event stored at `seq` in; other events are ignored. Idempotent and
     /// order-safe per identity: an event no newer than the last one applied for its identity
     /// changes nothing, so an event applied by its writer and again by the tail counts once.
@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn rotation_replaces_the_hash_and_tenants_stay_apart() {
-        let r = Registry::default();
+        let r = AgentRegistry::default();
         let reg = |t: &str, h: &str| {
             ev(
                 t,
@@ -138,7 +138,7 @@ mod tests {
 
     #[test]
     fn a_removal_applied_first_is_not_undone_by_the_tail_replaying_older_events() {
-        let r = Registry::default();
+        let r = AgentRegistry::default();
         let reg = |h: &str| {
             ev(
                 "t",

@@ -1,0 +1,108 @@
+//! `Args`: the benchmark's command line — which scenario, its window and warm-up, and each
+//! scenario's knobs.
+//!
+//! Deliberately only the options: `main.rs` parses them and picks the scenario, and each
+//! scenario reads the fields it needs.
+
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::bed;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "bench", about = "signalbus benchmarks")]
+pub struct Args {
+    /// throughput | latency | connections | memory | sweeper | rebuild | peer
+    pub scenario: String,
+    /// Measurement window.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Traffic before the window that is not measured.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+    /// Target an external bus instead of starting one (throughput, latency, connections).
+    #[arg(long)]
+    pub url: Option<String>,
+    #[arg(long, env = "SIGNALBUS_ADMIN_TOKEN")]
+    pub admin_token: Option<String>,
+    /// With `--url`: the bus's NATS, for the raw baseline of `throughput`.
+    #[arg(long)]
+    pub nats_url: Option<String>,
+    /// With `--url`: the bus process, for the RSS of `connections`.
+    #[arg(long)]
+    pub bus_pid: Option<u32>,
+    /// Run the bus embedded (SQLite) instead of on NATS + PostgreSQL.
+    #[arg(long)]
+    pub embedded: bool,
+    /// The in-process bus's NATS: Debian's 2.9.10, the current release, or a 3-node cluster of
+    /// the current release with the stream at 3 replicas.
+    #[arg(long, value_enum, default_value = "debian")]
+    pub nats: bed::NatsChoice,
+    /// `throughput`: run distributed, then embedded, and report embedded ÷ distributed.
+    #[arg(long)]
+    pub compare_embedded: bool,
+    /// Sender sessions.
+    #[arg(long, default_value_t = 16)]
+    pub senders: usize,
+    /// Recipient sessions.
+    #[arg(long, default_value_t = 16)]
+    pub recipients: usize,
+    /// Sends outstanding per sender session (throughput).
+    #[arg(long, default_value_t = 8)]
+    pub window: usize,
+    /// Offered signals/s (latency).
+    #[arg(long, default_value_t = 5000.0)]
+    pub rate: f64,
+    /// Encoded JSON payload bytes per signal.
+    #[arg(long, default_value_t = 256)]
+    pub payload_bytes: usize,
+    /// Publish acks outstanding in the raw JetStream baseline.
+    #[arg(long, default_value_t = 256)]
+    pub raw_window: usize,
+    /// Idle sessions (connections).
+    #[arg(long, default_value_t = 10_000)]
+    pub sessions: usize,
+    /// Signals (sweeper) or events (rebuild).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub count: usize,
+    /// Concurrent appends while preparing sweeper and rebuild data.
+    #[arg(long, default_value_t = 256)]
+    pub append_concurrency: usize,
+    /// Ack frames of 1,000 random ids one session sends (memory).
+    #[arg(long, default_value_t = 200)]
+    pub ack_frames: usize,
+    /// Plugin facts of ~1 MB read back (memory).
+    #[arg(long, default_value_t = 64)]
+    pub facts: usize,
+    /// Concurrent readers paging through them with `limit=1000` (memory).
+    #[arg(long, default_value_t = 4)]
+    pub readers: usize,
+    /// Sessions that never read, pushed to until closed with 1013 (memory).
+    #[arg(long, default_value_t = 8)]
+    pub slow_sessions: usize,
+    /// Sessions that each announce a frame of 1 MiB − 1 and send one byte of it (memory).
+    #[arg(long, default_value_t = 1000)]
+    pub announce_sessions: usize,
+    /// Run only this phase of `memory` (ack_flood, fact_reads, slow_consumers,
+    /// announced_frames) in this process.
+    #[arg(long)]
+    pub memory_phase: Option<String>,
+    /// `peer`: the RabbitMQ to compare with.
+    #[arg(long, default_value = "amqp://guest:guest@127.0.0.1:5672/%2f")]
+    pub amqp_url: String,
+    /// `peer`: both systems at this fixed offered rate (signals/s) instead of flat out.
+    #[arg(long)]
+    pub latency_rate: Option<f64>,
+    /// `peer`: rounds of RabbitMQ then signalbus, interleaved so the machine's noise hits both.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
+    /// `peer`: unacked messages RabbitMQ pushes to a recipient before its acks.
+    #[arg(long, default_value_t = 256)]
+    pub prefetch: u16,
+    /// Internal: the child process of `connections` that holds the sessions.
+    #[arg(long, hide = true)]
+    pub tokens_file: Option<std::path::PathBuf>,
+    #[arg(long, hide = true)]
+    pub ws_url: Option<String>,
+}

@@ -1,0 +1,53 @@
+//! `Dialect`: the few SQL fragments PostgreSQL and SQLite spell differently.
+//!
+//! Deliberately a leaf of `sql/`: it renders text and runs nothing, so `args.rs` and the
+//! connection types above it can both name it.
+
+/// The SQL spelling a statement is rendered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Postgres,
+    Sqlite,
+}
+
+impl Dialect {
+    /// The two-argument maximum (`GREATEST` in PostgreSQL, scalar `max` in SQLite).
+    pub fn greatest(self) -> &'static str {
+        match self {
+            Dialect::Postgres => "GREATEST",
+            Dialect::Sqlite => "max",
+        }
+    }
+
+    /// A JSON text column of a row set, as the stored JSON type (`jsonb`; text in SQLite).
+    pub fn json(self, expr: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("{expr}::jsonb"),
+            Dialect::Sqlite => expr.to_string(),
+        }
+    }
+
+    /// A stored JSON column as text.
+    pub fn json_text(self, expr: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("{expr}::text"),
+            Dialect::Sqlite => expr.to_string(),
+        }
+    }
+
+    /// The size in bytes of a stored JSON column's text.
+    pub fn json_bytes(self, expr: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("octet_length({expr}::text)::bigint"),
+            Dialect::Sqlite => format!("length(CAST({expr} AS BLOB))"),
+        }
+    }
+
+    /// A JSON array of `cols` rendered as text (the snapshot's canonical row).
+    pub fn json_array(self, cols: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("json_build_array({cols})::text"),
+            Dialect::Sqlite => format!("json_array({cols})"),
+        }
+    }
+}

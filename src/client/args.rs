@@ -1,0 +1,213 @@
+//! The client verbs' command line: the connection flags every verb takes (`Conn`), and the
+//! subcommands and arguments of `agent`, `signal`, `inbox`, `listen`, `ack`, `plugin`, `admin`
+//! and `doctor`.
+//!
+//! Deliberately only clap types: `verbs.rs` runs them, `cli.rs` puts them into the command tree.
+
+use clap::{Args, Subcommand};
+
+pub const DEFAULT_URL: &str = "http://127.0.0.1:7400";
+
+#[derive(Debug, Clone, Args)]
+pub struct Conn {
+    /// Base URL of a running bus (http:// or https://).
+    #[arg(long, env = "SIGNALBUS_URL", default_value = DEFAULT_URL, global = true)]
+    pub url: String,
+    /// Bearer token (agent or admin); default: the admin token `signalbus serve` keeps in its
+    /// data dir ($SIGNALBUS_DATA_DIR, else ./signalbus-data).
+    #[arg(long, env = "SIGNALBUS_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// Print the bus's JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCmd {
+    /// Register an agent and print its token (shown once).
+    Add {
+        /// The agent's name in its tenant (`signalbus` is reserved for the bus itself).
+        identity: String,
+        /// The tenant to register it in.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// What kind of client it is: daemon, shim or interactive.
+        #[arg(long, default_value = "interactive")]
+        kind: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// List agents with their recipient state.
+    List {
+        /// The tenant to list (admin; an agent sees its own).
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Rotate an agent's token (the old one stops working at once).
+    Rotate {
+        identity: String,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Remove an agent: its token stops working, its sessions close, sends to it are refused as
+    /// unknown_recipient and its pending signals expire; its history stays, and the identity
+    /// may be registered again (with a new token).
+    Remove {
+        identity: String,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SignalCmd {
+    /// Send a signal as the authenticated agent. Its type sets the defaults (class, TTL,
+    /// priority: see `signalbus signal types`); a sync signal to a recipient that is not
+    /// connected bounces instead of queueing.
+    Send {
+        /// The recipient's identity.
+        to: String,
+        /// The signal type, e.g. Question, Blocker, TaskAssigned, StatusUpdate (any name
+        /// matching ^[A-Za-z][A-Za-z0-9_.]{0,63}$; unknown types get the async defaults).
+        #[arg(long = "type")]
+        signal_type: String,
+        /// JSON payload (values under secret-looking keys are stored as "[REDACTED]").
+        #[arg(long, default_value = "{}")]
+        payload: String,
+        /// sync (pushed now or bounced) or async (pushed now or queued); default: the type's.
+        #[arg(long, value_parser = ["sync", "async"])]
+        delivery_class: Option<String>,
+        /// How long the signal may wait for delivery, 1 to 2592000 seconds; default: the type's.
+        #[arg(long)]
+        ttl_seconds: Option<u64>,
+        /// Free text (at most 64 characters) copied onto every event of the signal.
+        #[arg(long)]
+        correlation_id: Option<String>,
+        /// Sending again with the same key (same sender) answers the first signal instead of
+        /// creating another (at most 200 characters).
+        #[arg(long)]
+        dedupe_key: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Print the per-type defaults (class, TTL, category, priority) built into this binary; a
+    /// deployment may override them with `[types]` in its config file.
+    Types {
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Recall a signal you sent.
+    Recall {
+        signal_id: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Show one signal.
+    Show {
+        signal_id: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// List your signals, newest first, with their status.
+    List {
+        /// sent or received (default: both).
+        #[arg(long)]
+        role: Option<String>,
+        /// pending, delivered, expired or recalled (default: all).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many rows, 1 to 1000.
+        #[arg(long)]
+        limit: Option<u32>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct InboxArgs {
+    /// Deliver the pending signals (delivered_via inbox) instead of only listing them.
+    #[arg(long)]
+    pub drain: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// `signalbus listen`: one WebSocket session, printing signals as they arrive.
+#[derive(Debug, Args)]
+pub struct ListenArgs {
+    /// Ack each signal once it is printed (otherwise it is redelivered on the next session).
+    #[arg(long)]
+    pub ack: bool,
+    /// Stop after this many signals (default: until interrupted or the bus closes the session).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// The session's kind: daemon, shim or interactive.
+    #[arg(long, default_value = "interactive", value_parser = ["daemon", "shim", "interactive"])]
+    pub kind: String,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// `signalbus ack`: acknowledge signals delivered to you.
+#[derive(Debug, Args)]
+pub struct AckArgs {
+    /// Ids of signals delivered to the token's agent.
+    #[arg(required = true)]
+    pub signal_ids: Vec<String>,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCmd {
+    /// Record a plugin fact (you own the plugin names `<identity>` and `<identity>/...`).
+    Fact {
+        plugin: String,
+        /// The fact's type, 1 to 128 characters.
+        #[arg(long)]
+        fact_type: String,
+        /// The fact's state: a JSON object (at most 1 MiB); it becomes the plugin's state.
+        #[arg(long, default_value = "{}")]
+        state: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// The plugin's compatibility state.
+    State {
+        plugin: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// The plugin's facts, newest first.
+    Facts {
+        plugin: String,
+        #[arg(long)]
+        fact_type: Option<String>,
+        #[arg(long)]
+        limit: Option<u32>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCmd {
+    /// Rebuild every read model from the stream.
+    Rebuild {
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub conn: Conn,
+}
