@@ -31,6 +31,7 @@ from signalbus_client import (
     TransportError,
     Unauthorized,
     UnknownRecipient,
+    UsageError,
 )
 
 from conftest import Bus
@@ -114,7 +115,7 @@ async def test_s04_send_every_class_to_an_offline_recipient(bus: Bus, admin: Adm
             await alice.send("bob", "Question", {"q": "sync"})  # Question defaults to sync
         assert bounce.value.recipient_state == "not_available_offline"
         uuid.UUID(bounce.value.signal_id or "")
-        assert bounce.value.status is None  # answered over the WebSocket session
+        assert bounce.value.status == 409  # answered over the WebSocket session: the §8 status all the same (S22)
     bob = Client(bus.url, bob_tok)
     try:
         pending = await bob.inbox()
@@ -545,3 +546,84 @@ async def test_s17_admin_register_rotate_remove(bus: Bus, admin: AdminClient) ->
                 await gone.agents()
         finally:
             await gone.close()
+
+
+# S20 -----------------------------------------------------------------------------------------
+async def test_s20_usage_errors_are_the_languages_own(bus: Bus, admin: AdminClient) -> None:
+    alice_tok = await token_for(admin, "alice")
+    async with Client(bus.url, alice_tok, on_signal=lambda s: None) as handled:
+        with pytest.raises(ValueError) as mistake:
+            await handled.receive(timeout=1)
+        assert isinstance(mistake.value, UsageError) and not isinstance(mistake.value, SignalbusError)
+        assert "on_signal" in str(mistake.value)
+    async with Client(bus.url, alice_tok) as alice:
+        with pytest.raises(ValueError) as bad_timeout:
+            await alice.ask("alice", "Question", {}, timeout=0)
+        assert not isinstance(bad_timeout.value, SignalbusError)
+        with pytest.raises(TypeError):
+            await alice.ack(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Client(bus.url, alice_tok, replay_rate=0)
+    # the never-connected ask stays a transport error (S19), not a usage error
+    never = Client(bus.url, alice_tok)
+    try:
+        with pytest.raises(TransportError):
+            await never.ask("alice", "Question", {}, timeout=1)
+    finally:
+        await never.close()
+
+
+# S21 -----------------------------------------------------------------------------------------
+async def test_s21_hints_fit_the_operation(bus: Bus, admin: AdminClient) -> None:
+    alice_tok = await token_for(admin, "alice")
+    await token_for(admin, "bob")
+    async with Client(bus.url, alice_tok) as alice:
+        with pytest.raises(TimeoutError) as waited:  # receive() timing out is a TimeoutError
+            await alice.receive(timeout=0.2)
+        assert isinstance(waited.value, SignalbusError) and "dedupe_key" not in str(waited.value)
+        assert "receive()" in waited.value.hint
+    dead = Client(f"http://127.0.0.1:{bus.port}", alice_tok, identity="alice")
+    bus.stop()
+    try:
+        with pytest.raises(TimeoutError) as connecting:
+            await dead.connect(timeout=0.5)
+        assert "dedupe_key" not in str(connecting.value)
+        with pytest.raises(TransportError) as recalling:
+            await dead.recall(str(uuid.uuid4()))
+        assert "dedupe_key" not in str(recalling.value)
+        with pytest.raises(TransportError) as sending:
+            await dead.send("bob", "StatusUpdate", {"n": 1}, spool=False, dedupe_key="k-21")
+        assert sending.value.dedupe_key == "k-21" and "nothing was sent" in sending.value.hint
+    finally:
+        await dead.close()
+    bus.start()
+    # a send whose outcome is unknown says to retry with its dedupe_key; a recall does not
+    from signalbus_client.errors import RequestTimeout, for_send
+
+    assert "same dedupe_key" in for_send(TransportError("dropped")).hint
+    assert "same dedupe_key" in for_send(RequestTimeout("slow")).hint
+    assert "dedupe_key" not in TransportError("dropped").hint and "dedupe_key" not in RequestTimeout("slow").hint
+
+
+# S22 -----------------------------------------------------------------------------------------
+async def test_s22_status_is_the_same_over_either_transport(bus: Bus, admin: AdminClient) -> None:
+    alice_tok = await token_for(admin, "alice")
+    await token_for(admin, "bob")  # never connected: offline
+    async with Client(bus.url, alice_tok) as over_ws:
+        http = Client(bus.url, alice_tok)
+        try:
+            for client in (over_ws, http):
+                with pytest.raises(RecipientUnavailable) as bounce:
+                    await client.send("bob", "Blocker", {"b": 1})
+                assert bounce.value.status == 409
+                with pytest.raises(UnknownRecipient) as unknown:
+                    await client.send("nobody", "StatusUpdate", {})
+                assert unknown.value.status == 404
+                with pytest.raises(InvalidRequest) as invalid:
+                    await client.send("bob", "StatusUpdate", {}, ttl_seconds=0)
+                assert invalid.value.status == 400
+                with pytest.raises(SignalbusError) as forbidden:
+                    await client.record_fact("bob", "seen", {})
+                assert (forbidden.value.code, forbidden.value.status) == ("forbidden", 403)
+        finally:
+            await http.close()

@@ -41,7 +41,7 @@ mod types;
 
 pub use builder::ClientBuilder;
 pub use client::Client;
-pub use error::{BusError, Error, Result};
+pub use error::{http_status_of, BusError, Error, Result};
 pub use http::{AdminClient, HttpApi};
 pub use replay::ReplayReport;
 pub use shared::{HandlerError, ReplayCallback};

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{BusError, Error, Result};
+use crate::error::{Error, Result};
 use crate::http::HttpApi;
 use crate::spool::{Spool, SpoolEntry};
 use crate::types::{SendResult, Signal, Welcome};
@@ -33,13 +33,9 @@ pub(crate) type HandlerRun = Pin<Box<dyn Future<Output = std::result::Result<(),
 /// Told about each spooled send a replay settled: accepted, refused for good, or expired.
 pub type ReplayCallback = Arc<dyn Fn(&SpoolEntry, &Result<SendResult>) + Send + Sync>;
 
+/// A mistake in the calling code: `Error::Usage`, never the bus's `InvalidRequest`.
 pub(crate) fn usage(message: &str) -> Error {
-    Error::InvalidRequest(Box::new(BusError {
-        code: "invalid_request".into(),
-        message: message.into(),
-        status: None,
-        details: Default::default(),
-    }))
+    Error::Usage(message.into())
 }
 
 /// What the session supervisor publishes: whether a session is open, its welcome, and the

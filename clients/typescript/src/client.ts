@@ -8,7 +8,7 @@
  * and tested alone. The admin calls are `admin.ts`.
  */
 
-import { AskTimeout, ClientClosed, NOTHING_SENT, TransportError, Unavailable, errorFromBody } from "./errors.js";
+import { AskTimeout, ClientClosed, NOTHING_SENT, TransportError, Unavailable, UsageError, errorFromBody, forSend } from "./errors.js";
 import { HttpApi, type FetchLike } from "./http.js";
 import { consoleLogger, type Logger } from "./logger.js";
 import { Replayer, type ReplayCallback, type ReplayReport } from "./replay.js";
@@ -213,7 +213,11 @@ export class Client {
     this.session.dropConnection();
   }
 
-  /** The next pushed signal (when there is no `onSignal` handler). Ack it with `ack`. */
+  /**
+   * The next pushed signal (when there is no `onSignal` handler). Ack it with `ack`. Rejects with
+   * `RequestTimeout` (name `TimeoutError`) when none came within `timeoutMs`, and with `UsageError`
+   * on a client with an `onSignal` handler.
+   */
   receive(timeoutMs?: number): Promise<Signal> {
     return this.session.delivery.receive(timeoutMs);
   }
@@ -252,6 +256,7 @@ export class Client {
     try {
       return parseSendResult(await this.session.transmitSend(request), key);
     } catch (e) {
+      forSend(e); // the hint of a send: retry with the same dedupe_key
       const sync = (options.deliveryClass ?? defaultClass(type)) === "sync";
       if ((e instanceof TransportError || e instanceof Unavailable) && this.replayer && options.spool !== false && !sync) {
         return this.replayer.spoolSend(request, e);
@@ -273,6 +278,9 @@ export class Client {
    * `AskTimeout` (with `signalId`) when no reply comes within `timeoutMs`.
    */
   async ask(to: string, type: string, payload: Json = {}, timeoutMs = 30000, options: SendOptions = {}): Promise<Signal> {
+    if (!(typeof timeoutMs === "number" && timeoutMs > 0)) {
+      throw new UsageError(`ask timeoutMs must be a positive number of milliseconds, got ${String(timeoutMs)}`);
+    }
     if (!this.session.connected) {
       throw new TransportError(
         `ask ${type} to ${to}: no open session with ${this.url}, and the reply could only come over one (call connect() first; a lost session comes back by itself: waitConnected())`,
@@ -320,7 +328,11 @@ export class Client {
 
   /** Ack delivered signals (or ids); resolves to how many the bus took. */
   async ack(...items: (Signal | string | (Signal | string)[])[]): Promise<number> {
-    const ids = items.flat().map((s) => (typeof s === "string" ? s : s.id));
+    const ids = items.flat().map((s) => {
+      if (typeof s === "string") return s;
+      if (s && typeof s === "object" && typeof (s as Signal).id === "string") return s.id;
+      throw new TypeError(`ack takes signals or signal ids (strings), got ${s === null ? "null" : typeof s}`);
+    });
     return this.session.delivery.ack(ids);
   }
 

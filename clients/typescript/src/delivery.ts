@@ -8,7 +8,7 @@
  * facade.
  */
 
-import { ClientClosed, InvalidRequest, RequestTimeout, type SignalbusError } from "./errors.js";
+import { ClientClosed, RequestTimeout, UsageError, type SignalbusError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { parseSignal, type Signal } from "./types.js";
 
@@ -142,7 +142,7 @@ export class Delivery {
 
   /** The next pushed signal (when there is no `onSignal` handler). Ack it with `ack`. */
   receive(timeoutMs?: number): Promise<Signal> {
-    if (this.o.handler) return Promise.reject(new InvalidRequest("this client has an onSignal handler: signals go there, not to receive()"));
+    if (this.o.handler) return Promise.reject(new UsageError("this client has an onSignal handler: signals go there, not to receive()"));
     const next = this.queue.shift();
     if (next) return Promise.resolve(next);
     if (this.closed) return Promise.reject(new ClientClosed("the client is closed"));
@@ -162,7 +162,7 @@ export class Delivery {
       if (timeoutMs !== undefined) {
         timer = setTimeout(() => {
           this.receivers = this.receivers.filter((r) => r !== receiver);
-          reject(new RequestTimeout(`no signal within ${timeoutMs} ms`));
+          reject(new RequestTimeout(`no signal within ${timeoutMs} ms`, { hint: "nothing arrived in time: call receive() again" }));
         }, timeoutMs);
       }
     });

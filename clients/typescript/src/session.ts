@@ -130,7 +130,9 @@ export class Session {
       if (this.closing) throw new ClientClosed("the client is closed");
       if (this.ws && this.welcome) return this.welcome;
       const left = deadline === undefined ? undefined : deadline - Date.now();
-      if (left !== undefined && left <= 0) throw new RequestTimeout(`no session with ${this.url} within ${timeoutMs} ms; still trying in the background`);
+      if (left !== undefined && left <= 0) throw new RequestTimeout(`no session with ${this.url} within ${timeoutMs} ms`, {
+          hint: "the client keeps trying in the background: check the url and that the bus is up, or waitConnected() again",
+        });
       await this.changed(left);
     }
   }
@@ -139,7 +141,7 @@ export class Session {
     const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
     while (this.ws) {
       const left = deadline === undefined ? undefined : deadline - Date.now();
-      if (left !== undefined && left <= 0) throw new RequestTimeout(`the session did not close within ${timeoutMs} ms`);
+      if (left !== undefined && left <= 0) throw new RequestTimeout(`the session did not close within ${timeoutMs} ms`, { hint: "the session is still open" });
       await this.changed(left);
     }
   }
@@ -305,7 +307,7 @@ export class Session {
           this.ws = undefined;
           this.logger.info(`session closed (code ${ev?.code} ${ev?.reason ?? ""})`);
         }
-        this.failPending(new TransportError("the session closed before the bus answered; the outcome is unknown: retry with the same dedupe_key"));
+        this.failPending(new TransportError("the session closed before the bus answered"));
         this.notify();
         resolve({ welcomed, code: ev?.code ?? 1006, reason: ev?.reason ?? "", error: lastError });
       });

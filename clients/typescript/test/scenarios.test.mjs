@@ -18,6 +18,9 @@ import {
   TransportError,
   Unauthorized,
   UnknownRecipient,
+  UsageError,
+  RequestTimeout,
+  forSend,
 } from "../dist/index.js";
 import { FileSpool } from "../dist/file-spool.js";
 import { binary, eventually, quiet, sleep, tokenFor, withBus } from "./harness.mjs";
@@ -117,7 +120,7 @@ test("S4 send every class to an offline recipient", () =>
       assert.ok(bounce instanceof RecipientUnavailable);
       assert.equal(bounce.recipientState, "not_available_offline");
       assert.match(bounce.signalId, UUID);
-      assert.equal(bounce.status, undefined); // answered over the session
+      assert.equal(bounce.status, 409); // answered over the session: the §8 status all the same (S22)
     } finally {
       await alice.close();
     }
@@ -544,4 +547,76 @@ test("S17 admin register, rotate, remove", () =>
       return;
     }
     await assert.rejects(client(bus, rotated.token).agents(), Unauthorized);
+  }));
+
+test("S20 usage errors are the language's own", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    const handled = client(bus, aliceTok, { onSignal: () => {} });
+    const alice = client(bus, aliceTok);
+    const never = client(bus, aliceTok);
+    try {
+      await handled.connect();
+      await assert.rejects(handled.receive(1000), (e) => e instanceof UsageError && e instanceof Error && !(e instanceof SignalbusError) && /onSignal/.test(e.message));
+      await alice.connect();
+      await assert.rejects(alice.ask("alice", "Question", {}, 0), (e) => e instanceof UsageError && !(e instanceof SignalbusError));
+      await assert.rejects(alice.ack(42), TypeError);
+      assert.throws(() => client(bus, aliceTok, { replayRate: 0 }), (e) => e instanceof RangeError && !(e instanceof SignalbusError));
+      // the never-connected ask stays a transport error (S19), not a usage error
+      await assert.rejects(never.ask("alice", "Question", {}, 1000), TransportError);
+    } finally {
+      await handled.close();
+      await alice.close();
+      await never.close();
+    }
+  }));
+
+test("S21 hints fit the operation", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    await tokenFor(admin, "bob");
+    const alice = client(bus, aliceTok);
+    try {
+      await alice.connect();
+      await assert.rejects(alice.receive(200), (e) => e.name === "TimeoutError" && e instanceof SignalbusError && !/dedupe_key/.test(e.message) && /receive\(\)/.test(e.hint));
+    } finally {
+      await alice.close();
+    }
+    const dead = client(bus, aliceTok, { identity: "alice" });
+    await bus.stop("SIGKILL");
+    try {
+      await assert.rejects(dead.connect(500), (e) => e.name === "TimeoutError" && !/dedupe_key/.test(e.message));
+      await assert.rejects(dead.recall("00000000-0000-4000-8000-000000000000"), (e) => e instanceof TransportError && !/dedupe_key/.test(e.message));
+      await assert.rejects(
+        dead.send("bob", "StatusUpdate", { n: 1 }, { spool: false, dedupeKey: "k-21" }),
+        (e) => e instanceof TransportError && e.dedupeKey === "k-21" && /nothing was sent/.test(e.hint),
+      );
+    } finally {
+      await dead.close();
+    }
+    await bus.start();
+    // a send whose outcome is unknown says to retry with its dedupe_key; other calls do not
+    assert.match(forSend(new TransportError("dropped")).hint, /same dedupe_key/);
+    assert.match(forSend(new RequestTimeout("slow")).hint, /same dedupe_key/);
+    assert.doesNotMatch(new TransportError("dropped").hint + new RequestTimeout("slow").hint, /dedupe_key/);
+  }));
+
+test("S22 status is the same over either transport", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    await tokenFor(admin, "bob"); // never connected: offline
+    const overWs = client(bus, aliceTok);
+    const http = client(bus, aliceTok);
+    try {
+      await overWs.connect();
+      for (const c of [overWs, http]) {
+        await assert.rejects(c.send("bob", "Blocker", { b: 1 }), (e) => e instanceof RecipientUnavailable && e.status === 409);
+        await assert.rejects(c.send("nobody", "StatusUpdate", {}), (e) => e instanceof UnknownRecipient && e.status === 404);
+        await assert.rejects(c.send("bob", "StatusUpdate", {}, { ttlSeconds: 0 }), (e) => e instanceof InvalidRequest && e.status === 400);
+        await assert.rejects(c.recordFact("bob", "seen", {}), (e) => e.code === "forbidden" && e.status === 403);
+      }
+    } finally {
+      await overWs.close();
+      await http.close();
+    }
   }));

@@ -29,6 +29,7 @@ from .errors import (
     Unauthorized,
     Unavailable,
     UnknownRecipient,
+    UsageError,
 )
 from .replay import ReplayReport, SpoolExpired
 from .spool import Spool, SpoolEntry
@@ -57,5 +58,5 @@ __all__ = [
     "Registration", "ReplayReport", "RequestTimeout", "SendOutcome", "SendResult", "Signal",
     "SignalPage", "SignalRow", "SignalbusError", "Spool", "SpoolEntry", "SpoolExpired",
     "SpoolFull", "Spooled", "TransportError", "Unauthorized", "Unavailable", "UnknownRecipient",
-    "Welcome",
+    "UsageError", "Welcome",
 ]

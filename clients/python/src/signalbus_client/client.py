@@ -18,7 +18,17 @@ from urllib.parse import quote
 import httpx
 
 from .admin import AdminClient
-from .errors import NOTHING_SENT, AskTimeout, ClientClosed, TransportError, Unavailable, error_from_body
+from .errors import (
+    NOTHING_SENT,
+    AskTimeout,
+    ClientClosed,
+    SignalbusError,
+    TransportError,
+    Unavailable,
+    UsageError,
+    error_from_body,
+    for_send,
+)
 from .http import HttpApi, clean
 from .replay import Replayer, ReplayCallback, ReplayOutcome, ReplayReport, SpoolExpired
 from .delivery import Handler
@@ -184,7 +194,9 @@ class Client:
         self._session.drop_connection()
 
     async def receive(self, timeout: Optional[float] = None) -> Signal:
-        """The next pushed signal (when no ``on_signal`` handler is set). Ack it with ``ack``."""
+        """The next pushed signal (when no ``on_signal`` handler is set). Ack it with ``ack``.
+        ``RequestTimeout`` (a ``TimeoutError``) when none came within ``timeout`` seconds;
+        ``UsageError`` (a ``ValueError``) on a client with an ``on_signal`` handler."""
         return await self._delivery.receive(timeout)
 
     async def replay_spool(self) -> ReplayReport:
@@ -232,12 +244,14 @@ class Client:
             }
         )
         try:
-            return SendResult.from_json(await self._session.transmit_send(request), key)
-        except (TransportError, Unavailable) as exc:
+            answer = await self._session.transmit_send(request)
+        except SignalbusError as exc:
+            for_send(exc)  # the hint of a send: retry with the same dedupe_key
             sync = (delivery_class or default_class(type)) == "sync"
-            if self._replayer is None or not spool or sync:
+            if not isinstance(exc, (TransportError, Unavailable)) or self._replayer is None or not spool or sync:
                 raise
             return self._replayer.spool_send(request, exc)
+        return SendResult.from_json(answer, key)
 
     async def reply(self, to_signal: Signal, type: str, payload: Any = None, **kwargs: Any) -> SendOutcome:
         """Answer ``to_signal``: send to its sender with its ``correlation_id`` (an ``ask``
@@ -257,7 +271,10 @@ class Client:
         one (never connected, or lost) it raises ``TransportError`` at once and sends nothing.
         Never spooled: the send's typed error is raised at once (``RecipientUnavailable``,
         ``TransportError``, ``Unavailable``, ...). ``AskTimeout`` (with ``signal_id``) when no
-        reply comes within ``timeout`` seconds."""
+        reply comes within ``timeout`` seconds; ``UsageError`` (a ``ValueError``) for a
+        ``timeout`` that is not positive."""
+        if not timeout > 0:
+            raise UsageError(f"ask timeout must be a positive number of seconds, got {timeout!r}")
         if not self._session.connected:
             raise TransportError(
                 f"ask {type} to {to}: no open session with {self.url}, and the reply could only come over one "
@@ -297,11 +314,21 @@ class Client:
         """Ack delivered signals (or ids). Returns how many the bus took (ids that are not
         yours, not delivered or already acked are skipped by the bus)."""
         ids: List[str] = []
+
+        def one(item: Any) -> str:
+            if isinstance(item, Signal):
+                return item.id
+            if isinstance(item, str):
+                return item
+            raise TypeError(f"ack takes signals or signal ids (str), got {type(item).__name__}")
+
         for item in signals:
             if isinstance(item, (Signal, str)):
-                ids.append(item.id if isinstance(item, Signal) else item)
+                ids.append(one(item))
+            elif isinstance(item, Iterable):
+                ids.extend(one(s) for s in item)
             else:
-                ids.extend(s.id if isinstance(s, Signal) else s for s in item)
+                ids.append(one(item))
         return await self._delivery.ack(ids)
 
     async def inbox(self, *, limit: Optional[int] = None) -> List[Signal]:

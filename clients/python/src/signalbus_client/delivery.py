@@ -15,7 +15,7 @@ import logging
 from collections import OrderedDict
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Union
 
-from .errors import ClientClosed, InvalidRequest, RequestTimeout, SignalbusError
+from .errors import ClientClosed, RequestTimeout, SignalbusError, UsageError
 from .types import Signal
 
 log = logging.getLogger("signalbus_client")
@@ -143,7 +143,7 @@ class Delivery:
     async def receive(self, timeout: Optional[float] = None) -> Signal:
         """The next pushed signal (when no ``on_signal`` handler is set). Ack it with ``ack``."""
         if self.handler is not None:
-            raise InvalidRequest("this client has an on_signal handler: signals go there, not to receive()")
+            raise UsageError("this client has an on_signal handler: signals go there, not to receive()")
         if self._closing:
             raise ClientClosed("the client is closed")
         getter = asyncio.ensure_future(self._inbox.get())
@@ -158,4 +158,4 @@ class Delivery:
             return getter.result()
         if closed in done:
             raise ClientClosed("the client was closed while waiting for a signal")
-        raise RequestTimeout(f"no signal within {timeout}s")
+        raise RequestTimeout(f"no signal within {timeout}s", hint="nothing arrived in time: call receive() again")

@@ -131,7 +131,10 @@ class Session:
             self._state_changed.clear()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise RequestTimeout(f"no session with {self.url} within {timeout}s; still trying in the background")
+                raise RequestTimeout(
+                    f"no session with {self.url} within {timeout}s",
+                    hint="the client keeps trying in the background: check the url and that the bus is up, or wait_connected() again",
+                )
             try:
                 await asyncio.wait_for(self._state_changed.wait(), remaining)
             except asyncio.TimeoutError:
@@ -143,7 +146,7 @@ class Session:
             self._state_changed.clear()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise RequestTimeout(f"the session did not close within {timeout}s")
+                raise RequestTimeout(f"the session did not close within {timeout}s", hint="the session is still open")
             try:
                 await asyncio.wait_for(self._state_changed.wait(), remaining)
             except asyncio.TimeoutError:
@@ -257,7 +260,7 @@ class Session:
                 self._ws = None
                 self._connected.clear()
                 self._state_changed.set()
-            self._fail_pending(TransportError("the session closed before the bus answered; the outcome is unknown: retry with the same dedupe_key"))
+            self._fail_pending(TransportError("the session closed before the bus answered"))
             code = ws.close_code
             reason = ws.close_reason
             try:
