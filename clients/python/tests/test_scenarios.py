@@ -627,3 +627,56 @@ async def test_s22_status_is_the_same_over_either_transport(bus: Bus, admin: Adm
                 assert (forbidden.value.code, forbidden.value.status) == ("forbidden", 403)
         finally:
             await http.close()
+
+
+# S23 -----------------------------------------------------------------------------------------
+async def test_s23_max_concurrent_handlers(bus: Bus, admin: AdminClient) -> None:
+    alice_tok, bob_tok = await token_for(admin, "alice"), await token_for(admin, "bob")
+    release = asyncio.Event()
+    running, peak, done = 0, 0, []  # type: ignore[var-annotated]
+    started: List[int] = []
+
+    async def handler(sig: Signal) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        started.append(sig.payload["n"])
+        try:
+            if sig.payload["n"] == 0:
+                await release.wait()  # the slow one
+            else:
+                await asyncio.sleep(0.2)
+        finally:
+            running -= 1
+        done.append(sig.payload["n"])
+
+    async with Client(bus.url, alice_tok) as alice, Client(bus.url, bob_tok, on_signal=handler, max_concurrent_handlers=2):
+        sent = [await alice.send("bob", "StatusUpdate", {"n": n}) for n in range(5)]
+        # the slow handler of n=0 does not hold back the others: they run beside it, one at a time
+        await eventually(lambda: asyncio.sleep(0, sorted(done) == [1, 2, 3, 4]), what="the others handled")
+        assert 0 not in done and peak == 2 and started == [0, 1, 2, 3, 4]  # started in arrival order
+        for res in sent[1:]:
+            await eventually(lambda: _acked(alice, res.signal_id), what="acked")  # type: ignore[union-attr]
+        assert (await alice.get(sent[0].signal_id)).acked_at is None  # type: ignore[union-attr]
+        release.set()
+        await eventually(lambda: _acked(alice, sent[0].signal_id), what="the slow one acked")  # type: ignore[union-attr]
+    assert peak == 2
+    # the default is one at a time, in arrival order
+    order: List[int] = []
+    running, peak = 0, 0
+
+    async def one_at_a_time(sig: Signal) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.05)
+        order.append(sig.payload["n"])
+        running -= 1
+
+    async with Client(bus.url, alice_tok) as alice, Client(bus.url, bob_tok, on_signal=one_at_a_time):
+        for n in range(4):
+            await alice.send("bob", "StatusUpdate", {"n": n})
+        await eventually(lambda: asyncio.sleep(0, len(order) == 4), what="four handled")
+    assert order == [0, 1, 2, 3] and peak == 1
+    with pytest.raises(ValueError):
+        Client(bus.url, bob_tok, on_signal=handler, max_concurrent_handlers=0)

@@ -89,6 +89,8 @@ pub(crate) struct Inner {
     pub api: HttpApi,
     pub ws_url: String,
     pub auto_ack: bool,
+    /// How many handler runs may be under way at once (at least 1).
+    pub max_concurrent_handlers: usize,
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
     pub reconnect_initial: Duration,

@@ -44,6 +44,12 @@ export interface ClientOptions {
   /** Called once per signal (redeliveries deduped by id); acked after it returns without throwing when `autoAck`. Without it, read signals with `receive()`. */
   onSignal?: SignalHandler;
   autoAck?: boolean;
+  /**
+   * How many `onSignal` calls may run at once (default 1). With 1, signals are handled one after
+   * the other in the order they arrived; with more, they start in that order but may finish (and
+   * be acked) in any order — a slow handler no longer holds back the next signal.
+   */
+  maxConcurrentHandlers?: number;
   /** Node: a directory for the offline buffer (a `FileSpool`). */
   spoolDir?: string;
   /** Any SpoolStore (e.g. `MemorySpool` in browsers). */
@@ -122,6 +128,7 @@ export class Client {
       reconnectInitialMs: options.reconnectInitialMs ?? 500,
       reconnectMaxMs: options.reconnectMaxMs ?? 30000,
       dedupeWindow: Math.max(1, options.dedupeWindow ?? 10000),
+      maxConcurrentHandlers: options.maxConcurrentHandlers ?? 1,
       logger,
       WebSocket: options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket,
     });

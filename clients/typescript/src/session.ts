@@ -35,6 +35,7 @@ export interface SessionOptions {
   reconnectInitialMs: number;
   reconnectMaxMs: number;
   dedupeWindow: number;
+  maxConcurrentHandlers?: number;
   logger: Logger;
   WebSocket: WebSocketConstructor | undefined;
 }
@@ -82,7 +83,7 @@ export class Session {
     private readonly o: SessionOptions,
   ) {
     this.url = api.url;
-    this.delivery = new Delivery({ handler: o.handler, autoAck: o.autoAck, dedupeWindow: o.dedupeWindow, logger: o.logger, sendAcks: (ids) => this.ackIds(ids) });
+    this.delivery = new Delivery({ handler: o.handler, autoAck: o.autoAck, dedupeWindow: o.dedupeWindow, maxConcurrentHandlers: o.maxConcurrentHandlers, logger: o.logger, sendAcks: (ids) => this.ackIds(ids) });
     this.wsCtor = o.WebSocket;
     this.logger = o.logger;
     this.identityHint = o.identity;

@@ -620,3 +620,73 @@ test("S22 status is the same over either transport", () =>
       await http.close();
     }
   }));
+
+test("S23 max concurrent handlers", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    const bobTok = await tokenFor(admin, "bob");
+    let release;
+    const released = new Promise((r) => (release = r));
+    let running = 0;
+    let peak = 0;
+    const started = [];
+    const done = [];
+    const handler = async (sig) => {
+      running += 1;
+      peak = Math.max(peak, running);
+      started.push(sig.payload.n);
+      try {
+        if (sig.payload.n === 0) await released; // the slow one
+        else await sleep(200);
+      } finally {
+        running -= 1;
+      }
+      done.push(sig.payload.n);
+    };
+    const alice = client(bus, aliceTok);
+    const bob = client(bus, bobTok, { onSignal: handler, maxConcurrentHandlers: 2 });
+    try {
+      await alice.connect();
+      await bob.connect();
+      const sent = [];
+      for (let n = 0; n < 5; n++) sent.push(await alice.send("bob", "StatusUpdate", { n }));
+      // the slow handler of n=0 does not hold back the others: they run beside it, one at a time
+      await eventually(() => [...done].sort().join() === "1,2,3,4", 10000, "the others handled");
+      assert.ok(!done.includes(0));
+      assert.equal(peak, 2);
+      assert.deepEqual(started, [0, 1, 2, 3, 4]); // started in arrival order
+      for (const res of sent.slice(1)) await eventually(() => acked(alice, res.signalId), 10000, "acked");
+      assert.equal((await alice.get(sent[0].signalId)).ackedAt, null);
+      release();
+      await eventually(() => acked(alice, sent[0].signalId), 10000, "the slow one acked");
+    } finally {
+      await bob.close();
+      await alice.close();
+    }
+    assert.equal(peak, 2);
+    // the default is one at a time, in arrival order
+    const order = [];
+    running = 0;
+    peak = 0;
+    const alice2 = client(bus, aliceTok);
+    const bob2 = client(bus, bobTok, {
+      onSignal: async (sig) => {
+        running += 1;
+        peak = Math.max(peak, running);
+        await sleep(50);
+        order.push(sig.payload.n);
+        running -= 1;
+      },
+    });
+    try {
+      await alice2.connect();
+      await bob2.connect();
+      for (let n = 0; n < 4; n++) await alice2.send("bob", "StatusUpdate", { n });
+      await eventually(() => order.length === 4, 10000, "four handled");
+    } finally {
+      await bob2.close();
+      await alice2.close();
+    }
+    assert.deepEqual([order, peak], [[0, 1, 2, 3], 1]);
+    assert.throws(() => client(bus, bobTok, { onSignal: handler, maxConcurrentHandlers: 0 }), RangeError);
+  }));

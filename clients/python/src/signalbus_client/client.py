@@ -63,6 +63,11 @@ class Client:
     it after the handler returns (``auto_ack``). Without ``on_signal``, read signals with
     ``await client.receive()`` and ack them yourself.
 
+    ``max_concurrent_handlers`` (default 1) is how many handler calls may run at once. With 1,
+    signals are handled one after the other in the order they arrived; with more, they are
+    started in that order but may finish (and be acked) in any order — a slow handler no
+    longer holds back the next signal.
+
     Calls (send, recall, ack, fact) go over the session when it is open and over HTTP otherwise.
     With ``spool_dir``, a send the bus cannot take (unreachable, timeout, 503) is written to the
     spool and replayed newest-first once the bus is back (see ``Spool``); ``send`` then returns
@@ -77,6 +82,7 @@ class Client:
         kind: Optional[str] = None,
         on_signal: Optional[Handler] = None,
         auto_ack: bool = True,
+        max_concurrent_handlers: int = 1,
         spool_dir: Optional[str] = None,
         spool_max_bytes: int = DEFAULT_MAX_BYTES,
         spool_max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
@@ -107,6 +113,7 @@ class Client:
             reconnect_initial=reconnect_initial,
             reconnect_max=reconnect_max,
             dedupe_window=dedupe_window,
+            max_concurrent_handlers=max_concurrent_handlers,
         )
         self._delivery = self._session.delivery
         self.spool: Optional[Spool] = (

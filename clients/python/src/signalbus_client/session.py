@@ -66,6 +66,7 @@ class Session:
         reconnect_initial: float,
         reconnect_max: float,
         dedupe_window: int,
+        max_concurrent_handlers: int = 1,
     ) -> None:
         self.api = api
         self.url = api.url
@@ -86,7 +87,13 @@ class Session:
         self._pending: Dict[str, asyncio.Future[Dict[str, Any]]] = {}
         self._refs = 0
         self._tasks: List[asyncio.Task[Any]] = []
-        self.delivery = Delivery(handler=handler, auto_ack=auto_ack, dedupe_window=dedupe_window, send_acks=self._ack_ids)
+        self.delivery = Delivery(
+            handler=handler,
+            auto_ack=auto_ack,
+            dedupe_window=dedupe_window,
+            send_acks=self._ack_ids,
+            max_concurrent_handlers=max_concurrent_handlers,
+        )
         self._fatal: Optional[SignalbusError] = None
         self.closing = False
         self.started = False
