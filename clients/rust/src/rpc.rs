@@ -37,7 +37,7 @@ where
     if inner.out.lock().unwrap().is_some() {
         match ws_call(inner, frame, dedupe_key).await {
             Err(Error::Transport { .. }) if inner.out.lock().unwrap().is_none() => {
-                tracing::info!(dedupe_key, "the session dropped during a call; retrying it over HTTP");
+                tracing::debug!(dedupe_key, "the session dropped during a call; retrying it over HTTP");
                 went_out = true;
             }
             other => return other,
