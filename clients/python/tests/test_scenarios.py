@@ -680,3 +680,116 @@ async def test_s23_max_concurrent_handlers(bus: Bus, admin: AdminClient) -> None
     assert order == [0, 1, 2, 3] and peak == 1
     with pytest.raises(ValueError):
         Client(bus.url, bob_tok, on_signal=handler, max_concurrent_handlers=0)
+
+
+# S24 -----------------------------------------------------------------------------------------
+async def test_s24_logging_is_quiet(bus: Bus, admin: AdminClient, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    alice_tok = await token_for(admin, "alice")
+    await token_for(admin, "bob")
+    caplog.set_level(logging.DEBUG, logger="signalbus_client")
+
+    def records(level: int) -> List[str]:
+        return [r.getMessage() for r in caplog.records if r.name.startswith("signalbus_client") and r.levelno == level]
+
+    alice = Client(bus.url, alice_tok, spool_dir=str(tmp_path / "spool"), reconnect_initial=0.1, reconnect_max=0.3)
+    try:
+        await alice.connect()
+        with pytest.raises(UnknownRecipient):  # an error raised to the caller is not also logged
+            await alice.send("nobody", "StatusUpdate", {})
+        assert records(logging.WARNING) == [] and records(logging.INFO) == [] and records(logging.ERROR) == []
+        bus.stop()  # kill -9
+        await alice.wait_disconnected(5)
+        spooled = await alice.send("bob", "TaskAssigned", {"n": 1})  # spooled: at DEBUG only
+        assert isinstance(spooled, Spooled)
+        await asyncio.sleep(1.0)  # several failed attempts
+        bus.start()
+        await alice.wait_connected(20)
+        await eventually(lambda: asyncio.sleep(0, alice.spool is not None and len(alice.spool) == 0), what="spool replayed")
+        warnings, infos = records(logging.WARNING), records(logging.INFO)
+        assert len(warnings) == 1 and "lost the session" in warnings[0], warnings
+        assert len(infos) == 1 and "reconnected" in infos[0], infos
+        assert records(logging.ERROR) == []
+        debug = records(logging.DEBUG)
+        assert sum("reconnecting to" in m for m in debug) >= 2  # DEBUG per retry
+        assert any("spooled as" in m for m in debug)
+    finally:
+        await alice.close()
+    caplog.clear()
+    bad = Client(bus.url, "sb_not_a_token")
+    try:
+        with pytest.raises(Unauthorized):
+            await bad.connect(timeout=5)
+    finally:
+        await bad.close()
+    assert [r for r in caplog.records if r.levelno >= logging.INFO] == []  # raised to the caller: not also logged
+
+
+# S25 -----------------------------------------------------------------------------------------
+async def test_s25_connection_events_in_order(bus: Bus, admin: AdminClient) -> None:
+    alice_tok = await token_for(admin, "alice")
+    events: List[str] = []
+
+    async def on_reconnected() -> None:  # a coroutine function works too
+        events.append("reconnected")
+
+    alice = Client(
+        bus.url,
+        alice_tok,
+        reconnect_initial=0.1,
+        reconnect_max=0.5,
+        on_connected=lambda: events.append("connected"),
+        on_disconnected=lambda: events.append("disconnected"),
+        on_reconnected=on_reconnected,
+        on_closed=lambda: events.append("closed"),
+    )
+    try:
+        await alice.connect()
+        assert events == ["connected"]
+        bus.stop()  # kill -9
+        await eventually(lambda: asyncio.sleep(0, events == ["connected", "disconnected"]), what="disconnected")
+        bus.start()  # same port, same data dir
+        await eventually(lambda: asyncio.sleep(0, events == ["connected", "disconnected", "reconnected"]), timeout=20, what="reconnected")
+    finally:
+        await alice.close()
+    await alice.close()  # closed is told once
+    assert events == ["connected", "disconnected", "reconnected", "closed"]
+    # the bus refusing the token (rotate: 1008) is the end: disconnected, then closed
+    erin_tok = await token_for(admin, "erin")
+    told: List[str] = []
+    erin = Client(bus.url, erin_tok, on_disconnected=lambda: told.append("disconnected"), on_closed=lambda: told.append("closed"))
+    try:
+        await erin.connect()
+        await admin.rotate("erin")
+        await eventually(lambda: asyncio.sleep(0, told == ["disconnected", "closed"]), what="closed after 1008")
+    finally:
+        await erin.close()
+    assert told == ["disconnected", "closed"]
+
+
+# S26 -----------------------------------------------------------------------------------------
+async def test_s26_async_iterator_over_signals(bus: Bus, admin: AdminClient) -> None:
+    alice_tok, bob_tok = await token_for(admin, "alice"), await token_for(admin, "bob")
+    async with Client(bus.url, alice_tok) as alice:
+        bob = Client(bus.url, bob_tok)
+        await bob.connect()
+        got: List[Signal] = []
+
+        async def consume() -> None:
+            async for sig in bob.signals():
+                got.append(sig)
+                await bob.ack(sig)
+
+        consumer = asyncio.create_task(consume())
+        sent = [await alice.send("bob", "StatusUpdate", {"n": n}) for n in range(3)]
+        await eventually(lambda: asyncio.sleep(0, len(got) == 3), what="three signals")
+        assert [s.id for s in got] == [r.signal_id for r in sent]  # type: ignore[union-attr]
+        await eventually(lambda: _acked(alice, got[2].id), what="acked")
+        await bob.close()  # ends the iteration
+        await asyncio.wait_for(consumer, 5)
+    handled = Client(bus.url, bob_tok, on_signal=lambda s: None)
+    try:
+        with pytest.raises(ValueError):
+            async for _ in handled.signals():
+                pass
+    finally:
+        await handled.close()

@@ -223,6 +223,8 @@ impl ClientBuilder {
             ack_interval: self.ack_interval,
             ack_calls: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
+            events: tokio::sync::broadcast::channel(64).0,
+            closed_told: AtomicBool::new(false),
         });
         Ok(Client::assemble(inner, self.handler))
     }

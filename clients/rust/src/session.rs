@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::delivery::on_push;
 use crate::error::{BusError, Error, Result};
-use crate::shared::Inner;
+use crate::shared::{ConnectionEvent, Inner};
 use crate::types::{Signal, Welcome};
 
 /// Keeps a session open until the client closes or the bus refuses the token. Logging is quiet:
@@ -44,6 +44,7 @@ pub(crate) async fn supervise(inner: Arc<Inner>) {
                 }
                 inner.state.send_modify(|s| s.fatal = Some(e));
                 inner.fail_pending();
+                inner.tell_closed(); // given up for good
                 return;
             }
             Err(e) => {
@@ -130,7 +131,8 @@ async fn run_session(inner: &Arc<Inner>) -> Result<bool> {
     *inner.out.lock().unwrap() = Some(tx);
     *inner.kill.lock().unwrap() = Some(kill.clone());
     *inner.identity.lock().unwrap() = Some(welcome.identity.clone());
-    if inner.sessions_opened.fetch_add(1, Ordering::Relaxed) > 0 {
+    let reopened = inner.sessions_opened.fetch_add(1, Ordering::Relaxed) > 0;
+    if reopened {
         tracing::info!(url = inner.api.base(), session_id = %welcome.session_id, tenant = %welcome.tenant, identity = %welcome.identity, "reconnected");
     } else {
         tracing::debug!(session_id = %welcome.session_id, tenant = %welcome.tenant, identity = %welcome.identity, "session open");
@@ -140,6 +142,7 @@ async fn run_session(inner: &Arc<Inner>) -> Result<bool> {
         s.connected = true;
         s.welcome = Some(welcome);
     });
+    inner.tell(if reopened { ConnectionEvent::Reconnected } else { ConnectionEvent::Connected });
     inner.replay_wakeup.notify_one(); // the bus is back: replay the spool now
 
     // A bus that sends nothing (not even pongs) for this long is gone without a FIN.
@@ -196,6 +199,9 @@ async fn run_session(inner: &Arc<Inner>) -> Result<bool> {
     drop(rx); // before failing the waiters: a call that races the end then fails its send
     inner.fail_pending();
     inner.state.send_modify(|s| s.connected = false);
+    if !inner.shutdown.is_cancelled() {
+        inner.tell(ConnectionEvent::Disconnected);
+    }
     tracing::debug!(
         code = close.as_ref().map(|c| c.0),
         reason = close.as_ref().map(|c| c.1.as_str()),

@@ -13,7 +13,7 @@ import { HttpApi, type FetchLike } from "./http.js";
 import { consoleLogger, type Logger } from "./logger.js";
 import { Replayer, type ReplayCallback, type ReplayReport } from "./replay.js";
 import type { SignalHandler } from "./delivery.js";
-import { Session, type WebSocketConstructor } from "./session.js";
+import { Session, type ConnectionEvent, type WebSocketConstructor } from "./session.js";
 import { DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, type SpoolStore } from "./spool.js";
 import {
   defaultClass,
@@ -36,7 +36,7 @@ import {
 
 export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
 export type { SignalHandler } from "./delivery.js";
-export type { WebSocketConstructor, WebSocketLike } from "./session.js";
+export type { ConnectionEvent, WebSocketConstructor, WebSocketLike } from "./session.js";
 
 export interface ClientOptions {
   /** `daemon`, `shim` or `interactive` (the bus's default). */
@@ -109,6 +109,7 @@ export class Client {
   private readonly replayer: Replayer | undefined;
   private readonly spoolStore: Promise<SpoolStore> | undefined;
   private readonly connectTimeoutMs: number;
+  private readonly listeners = new Map<ConnectionEvent, Set<() => void>>();
 
   constructor(url: string, token: string, options: ClientOptions = {}) {
     const requestTimeoutMs = options.requestTimeoutMs ?? 15000;
@@ -152,6 +153,44 @@ export class Client {
       this.session.onOpen = () => replayer.wake();
       this.replayer = replayer;
     }
+    this.session.onEvent = (event) => {
+      for (const listener of [...(this.listeners.get(event) ?? [])]) {
+        try {
+          const out = listener() as unknown;
+          if (out instanceof Promise) out.catch((e) => logger.error(`a "${event}" listener failed`, e));
+        } catch (e) {
+          logger.error(`a "${event}" listener failed`, e);
+        }
+      }
+    };
+  }
+
+  /**
+   * Listen to a connection event, EventEmitter-style: `connected` (the first session opened),
+   * `disconnected` (an open session was lost; the client reconnects by itself), `reconnected` (a
+   * session opened again after a loss), `closed` (the client stopped for good: `close()`, or the
+   * bus refused the token). They come in that order; a listener that throws is logged, never fatal.
+   */
+  on(event: ConnectionEvent, listener: () => void | Promise<void>): this {
+    let set = this.listeners.get(event);
+    if (!set) this.listeners.set(event, (set = new Set()));
+    set.add(listener as () => void);
+    return this;
+  }
+
+  /** Stop listening (`on`'s listener). */
+  off(event: ConnectionEvent, listener: () => void | Promise<void>): this {
+    this.listeners.get(event)?.delete(listener as () => void);
+    return this;
+  }
+
+  /** `on`, for one event only. */
+  once(event: ConnectionEvent, listener: () => void | Promise<void>): this {
+    const wrapped = (): void | Promise<void> => {
+      this.off(event, wrapped);
+      return listener();
+    };
+    return this.on(event, wrapped);
   }
 
   get welcome(): Welcome | undefined {
@@ -227,6 +266,24 @@ export class Client {
    */
   receive(timeoutMs?: number): Promise<Signal> {
     return this.session.delivery.receive(timeoutMs);
+  }
+
+  /**
+   * Every pushed signal, as they come: `for await (const sig of client.signals()) { ... }` (when
+   * there is no `onSignal` handler; ack each with `ack`, as after `receive`). Ends when the client
+   * closes. Throws `UsageError` on a client with an `onSignal` handler.
+   */
+  async *signals(): AsyncGenerator<Signal, void, undefined> {
+    for (;;) {
+      let sig: Signal;
+      try {
+        sig = await this.session.delivery.receive();
+      } catch (e) {
+        if (e instanceof ClientClosed) return;
+        throw e;
+      }
+      yield sig;
+    }
   }
 
   /**

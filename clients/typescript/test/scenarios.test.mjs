@@ -690,3 +690,116 @@ test("S23 max concurrent handlers", () =>
     assert.deepEqual([order, peak], [[0, 1, 2, 3], 1]);
     assert.throws(() => client(bus, bobTok, { onSignal: handler, maxConcurrentHandlers: 0 }), RangeError);
   }));
+
+test("S24 logging is quiet", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    await tokenFor(admin, "bob");
+    const lines = { debug: [], info: [], warn: [], error: [] };
+    const logger = Object.fromEntries(Object.keys(lines).map((level) => [level, (m) => lines[level].push(m)]));
+    const spoolDir = mkdtempSync(path.join(tmpdir(), "sbc-spool-"));
+    const alice = new Client(bus.url, aliceTok, { logger, spoolDir, reconnectInitialMs: 100, reconnectMaxMs: 300 });
+    try {
+      await alice.connect();
+      await assert.rejects(alice.send("nobody", "StatusUpdate", {}), UnknownRecipient); // raised to the caller: not also logged
+      assert.deepEqual([lines.info, lines.warn, lines.error], [[], [], []]);
+      await bus.stop("SIGKILL");
+      await alice.waitDisconnected(5000);
+      const spooled = await alice.send("bob", "TaskAssigned", { n: 1 }); // spooled: at debug only
+      assert.equal(spooled.spooled, true);
+      await sleep(1000); // several failed attempts
+      await bus.start();
+      await alice.waitConnected(20000);
+      const spool = await alice.spool();
+      await eventually(async () => (await spool.entries()).length === 0, 10000, "spool replayed");
+      assert.equal(lines.warn.length, 1, lines.warn.join("\n"));
+      assert.match(lines.warn[0], /lost the session/);
+      assert.equal(lines.info.length, 1, lines.info.join("\n"));
+      assert.match(lines.info[0], /reconnected/);
+      assert.deepEqual(lines.error, []);
+      assert.ok(lines.debug.filter((m) => /reconnecting to/.test(m)).length >= 2); // debug per retry
+      assert.ok(lines.debug.some((m) => /spooled as/.test(m)));
+    } finally {
+      await alice.close();
+    }
+    for (const level of Object.keys(lines)) lines[level] = [];
+    const bad = new Client(bus.url, "sb_not_a_token", { logger });
+    try {
+      await assert.rejects(bad.connect(5000), Unauthorized);
+    } finally {
+      await bad.close();
+    }
+    assert.deepEqual([lines.info, lines.warn, lines.error], [[], [], []]); // raised to the caller: not also logged
+  }));
+
+test("S25 connection events in order", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    const events = [];
+    const alice = client(bus, aliceTok, { reconnectInitialMs: 100, reconnectMaxMs: 500 });
+    for (const e of ["connected", "disconnected", "closed"]) alice.on(e, () => events.push(e));
+    alice.on("reconnected", async () => {
+      events.push("reconnected"); // an async listener works too
+    });
+    try {
+      await alice.connect();
+      assert.deepEqual(events, ["connected"]);
+      await bus.stop("SIGKILL");
+      await eventually(() => events.join() === "connected,disconnected", 10000, "disconnected");
+      await bus.start(); // same port, same data dir
+      await eventually(() => events.join() === "connected,disconnected,reconnected", 20000, "reconnected");
+    } finally {
+      await alice.close();
+    }
+    await alice.close(); // closed is told once
+    assert.deepEqual(events, ["connected", "disconnected", "reconnected", "closed"]);
+    // the bus refusing the token (rotate: 1008) is the end: disconnected, then closed
+    const erin = client(bus, await tokenFor(admin, "erin"));
+    const told = [];
+    erin.on("disconnected", () => told.push("disconnected")).on("closed", () => told.push("closed"));
+    try {
+      await erin.connect();
+      await admin.rotate("erin");
+      await eventually(() => told.join() === "disconnected,closed", 10000, "closed after 1008");
+    } finally {
+      await erin.close();
+    }
+    assert.deepEqual(told, ["disconnected", "closed"]);
+  }));
+
+test("S26 async iterator over signals", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    const bobTok = await tokenFor(admin, "bob");
+    const alice = client(bus, aliceTok);
+    const bob = client(bus, bobTok);
+    try {
+      await alice.connect();
+      await bob.connect();
+      const got = [];
+      const consumer = (async () => {
+        for await (const sig of bob.signals()) {
+          got.push(sig);
+          await bob.ack(sig);
+        }
+      })();
+      const sent = [];
+      for (let n = 0; n < 3; n++) sent.push(await alice.send("bob", "StatusUpdate", { n }));
+      await eventually(() => got.length === 3, 10000, "three signals");
+      assert.deepEqual(got.map((s) => s.id), sent.map((r) => r.signalId));
+      await eventually(() => acked(alice, got[2].id), 10000, "acked");
+      await bob.close(); // ends the iteration
+      await consumer;
+    } finally {
+      await bob.close();
+      await alice.close();
+    }
+    const handled = client(bus, bobTok, { onSignal: () => {} });
+    try {
+      await assert.rejects(async () => {
+        for await (const _ of handled.signals()) void _;
+      }, UsageError);
+    } finally {
+      await handled.close();
+    }
+  }));

@@ -9,7 +9,7 @@ calls) → ``delivery`` (dedupe, dispatch, acks) → ``admin`` → ``http`` → 
 """
 
 from .admin import AdminClient
-from .client import Client
+from .client import Client, ConnectionCallback
 from .errors import (
     AlreadyRegistered,
     AskTimeout,
@@ -52,7 +52,7 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AdminClient", "Agent", "AlreadyRegistered", "AskTimeout", "Client", "ClientClosed", "Fact",
+    "AdminClient", "Agent", "AlreadyRegistered", "AskTimeout", "Client", "ClientClosed", "ConnectionCallback", "Fact",
     "FactPage", "Forbidden", "InternalError", "InvalidRequest", "NotFound", "PayloadTooLarge",
     "PluginState", "ProtocolError", "RateLimited", "RecallResult", "RecipientUnavailable",
     "Registration", "ReplayReport", "RequestTimeout", "SendOutcome", "SendResult", "Signal",

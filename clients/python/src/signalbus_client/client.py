@@ -10,9 +10,11 @@ and tested alone. The admin calls are ``admin.py``.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import time
 import uuid
-from typing import Any, Iterable, List, Mapping, Optional, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Union
 from urllib.parse import quote
 
 import httpx
@@ -50,6 +52,17 @@ from .types import (
     parse_time,
 )
 
+log = logging.getLogger("signalbus_client")
+
+# A connection event callback: called with no argument; may be a coroutine function.
+ConnectionCallback = Callable[[], Union[None, Awaitable[None]]]
+
+
+def _log_callback_failure(task: "asyncio.Future[Any]") -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("a connection event callback failed: %r", task.exception())
+
+
 # Names this module gave before the engine moved below it; ``signalbus_client`` exports them.
 __all__ = ["AdminClient", "Client", "Handler", "ReplayCallback", "ReplayOutcome", "ReplayReport", "SpoolExpired"]
 
@@ -62,6 +75,12 @@ class Client:
     signal once to ``on_signal`` (redeliveries are deduped by id in a bounded window) and acks
     it after the handler returns (``auto_ack``). Without ``on_signal``, read signals with
     ``await client.receive()`` and ack them yourself.
+
+    Connection events: ``on_connected`` (the first session opened), ``on_disconnected`` (an
+    open session was lost; the client reconnects by itself), ``on_reconnected`` (a session
+    opened again after a loss) and ``on_closed`` (the client stopped for good: ``close()``, or
+    the bus refused the token) are called in that order, with no argument (plain or ``async``
+    functions; one that raises is logged, never fatal).
 
     ``max_concurrent_handlers`` (default 1) is how many handler calls may run at once. With 1,
     signals are handled one after the other in the order they arrived; with more, they are
@@ -95,6 +114,10 @@ class Client:
         reconnect_initial: float = 0.5,
         reconnect_max: float = 30.0,
         dedupe_window: int = 10_000,
+        on_connected: Optional[ConnectionCallback] = None,
+        on_disconnected: Optional[ConnectionCallback] = None,
+        on_reconnected: Optional[ConnectionCallback] = None,
+        on_closed: Optional[ConnectionCallback] = None,
         http: Optional[httpx.AsyncClient] = None,
     ) -> None:
         if replay_rate <= 0:
@@ -126,6 +149,26 @@ class Client:
         )
         if self._replayer is not None:
             self._session.on_open = self._replayer.wake
+        self._event_callbacks: Dict[str, ConnectionCallback] = {
+            name: cb
+            for name, cb in (
+                ("connected", on_connected),
+                ("disconnected", on_disconnected),
+                ("reconnected", on_reconnected),
+                ("closed", on_closed),
+            )
+            if cb is not None
+        }
+        self._session.on_event = self._on_event
+
+    def _on_event(self, event: str) -> None:
+        callback = self._event_callbacks.get(event)
+        if callback is None:
+            return
+        outcome = callback()
+        if inspect.isawaitable(outcome):
+            task = asyncio.ensure_future(outcome)
+            task.add_done_callback(_log_callback_failure)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -205,6 +248,17 @@ class Client:
         ``RequestTimeout`` (a ``TimeoutError``) when none came within ``timeout`` seconds;
         ``UsageError`` (a ``ValueError``) on a client with an ``on_signal`` handler."""
         return await self._delivery.receive(timeout)
+
+    async def signals(self) -> AsyncIterator[Signal]:
+        """Every pushed signal, as they come: ``async for sig in client.signals(): ...`` (when no
+        ``on_signal`` handler is set; ack each with ``ack``, as after ``receive``). Ends when the
+        client closes. ``UsageError`` (a ``ValueError``) on a client with an ``on_signal`` handler."""
+        while True:
+            try:
+                sig = await self._delivery.receive(None)
+            except ClientClosed:
+                return
+            yield sig
 
     async def replay_spool(self) -> ReplayReport:
         """Replay the spool once (see ``Replayer.replay_spool``): newest first, at most
