@@ -31,6 +31,7 @@ from signalbus_client import (
     TransportError,
     Unauthorized,
     UnknownRecipient,
+    UsageError,
 )
 
 from conftest import Bus
@@ -114,7 +115,7 @@ async def test_s04_send_every_class_to_an_offline_recipient(bus: Bus, admin: Adm
             await alice.send("bob", "Question", {"q": "sync"})  # Question defaults to sync
         assert bounce.value.recipient_state == "not_available_offline"
         uuid.UUID(bounce.value.signal_id or "")
-        assert bounce.value.status is None  # answered over the WebSocket session
+        assert bounce.value.status == 409  # answered over the WebSocket session: the §8 status all the same (S22)
     bob = Client(bus.url, bob_tok)
     try:
         pending = await bob.inbox()
@@ -545,3 +546,250 @@ async def test_s17_admin_register_rotate_remove(bus: Bus, admin: AdminClient) ->
                 await gone.agents()
         finally:
             await gone.close()
+
+
+# S20 -----------------------------------------------------------------------------------------
+async def test_s20_usage_errors_are_the_languages_own(bus: Bus, admin: AdminClient) -> None:
+    alice_tok = await token_for(admin, "alice")
+    async with Client(bus.url, alice_tok, on_signal=lambda s: None) as handled:
+        with pytest.raises(ValueError) as mistake:
+            await handled.receive(timeout=1)
+        assert isinstance(mistake.value, UsageError) and not isinstance(mistake.value, SignalbusError)
+        assert "on_signal" in str(mistake.value)
+    async with Client(bus.url, alice_tok) as alice:
+        with pytest.raises(ValueError) as bad_timeout:
+            await alice.ask("alice", "Question", {}, timeout=0)
+        assert not isinstance(bad_timeout.value, SignalbusError)
+        with pytest.raises(TypeError):
+            await alice.ack(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Client(bus.url, alice_tok, replay_rate=0)
+    # the never-connected ask stays a transport error (S19), not a usage error
+    never = Client(bus.url, alice_tok)
+    try:
+        with pytest.raises(TransportError):
+            await never.ask("alice", "Question", {}, timeout=1)
+    finally:
+        await never.close()
+
+
+# S21 -----------------------------------------------------------------------------------------
+async def test_s21_hints_fit_the_operation(bus: Bus, admin: AdminClient) -> None:
+    alice_tok = await token_for(admin, "alice")
+    await token_for(admin, "bob")
+    async with Client(bus.url, alice_tok) as alice:
+        with pytest.raises(TimeoutError) as waited:  # receive() timing out is a TimeoutError
+            await alice.receive(timeout=0.2)
+        assert isinstance(waited.value, SignalbusError) and "dedupe_key" not in str(waited.value)
+        assert "receive()" in waited.value.hint
+    dead = Client(f"http://127.0.0.1:{bus.port}", alice_tok, identity="alice")
+    bus.stop()
+    try:
+        with pytest.raises(TimeoutError) as connecting:
+            await dead.connect(timeout=0.5)
+        assert "dedupe_key" not in str(connecting.value)
+        with pytest.raises(TransportError) as recalling:
+            await dead.recall(str(uuid.uuid4()))
+        assert "dedupe_key" not in str(recalling.value)
+        with pytest.raises(TransportError) as sending:
+            await dead.send("bob", "StatusUpdate", {"n": 1}, spool=False, dedupe_key="k-21")
+        assert sending.value.dedupe_key == "k-21" and "nothing was sent" in sending.value.hint
+    finally:
+        await dead.close()
+    bus.start()
+    # a send whose outcome is unknown says to retry with its dedupe_key; a recall does not
+    from signalbus_client.errors import RequestTimeout, for_send
+
+    assert "same dedupe_key" in for_send(TransportError("dropped")).hint
+    assert "same dedupe_key" in for_send(RequestTimeout("slow")).hint
+    assert "dedupe_key" not in TransportError("dropped").hint and "dedupe_key" not in RequestTimeout("slow").hint
+
+
+# S22 -----------------------------------------------------------------------------------------
+async def test_s22_status_is_the_same_over_either_transport(bus: Bus, admin: AdminClient) -> None:
+    alice_tok = await token_for(admin, "alice")
+    await token_for(admin, "bob")  # never connected: offline
+    async with Client(bus.url, alice_tok) as over_ws:
+        http = Client(bus.url, alice_tok)
+        try:
+            for client in (over_ws, http):
+                with pytest.raises(RecipientUnavailable) as bounce:
+                    await client.send("bob", "Blocker", {"b": 1})
+                assert bounce.value.status == 409
+                with pytest.raises(UnknownRecipient) as unknown:
+                    await client.send("nobody", "StatusUpdate", {})
+                assert unknown.value.status == 404
+                with pytest.raises(InvalidRequest) as invalid:
+                    await client.send("bob", "StatusUpdate", {}, ttl_seconds=0)
+                assert invalid.value.status == 400
+                with pytest.raises(SignalbusError) as forbidden:
+                    await client.record_fact("bob", "seen", {})
+                assert (forbidden.value.code, forbidden.value.status) == ("forbidden", 403)
+        finally:
+            await http.close()
+
+
+# S23 -----------------------------------------------------------------------------------------
+async def test_s23_max_concurrent_handlers(bus: Bus, admin: AdminClient) -> None:
+    alice_tok, bob_tok = await token_for(admin, "alice"), await token_for(admin, "bob")
+    release = asyncio.Event()
+    running, peak, done = 0, 0, []  # type: ignore[var-annotated]
+    started: List[int] = []
+
+    async def handler(sig: Signal) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        started.append(sig.payload["n"])
+        try:
+            if sig.payload["n"] == 0:
+                await release.wait()  # the slow one
+            else:
+                await asyncio.sleep(0.2)
+        finally:
+            running -= 1
+        done.append(sig.payload["n"])
+
+    async with Client(bus.url, alice_tok) as alice, Client(bus.url, bob_tok, on_signal=handler, max_concurrent_handlers=2):
+        sent = [await alice.send("bob", "StatusUpdate", {"n": n}) for n in range(5)]
+        # the slow handler of n=0 does not hold back the others: they run beside it, one at a time
+        await eventually(lambda: asyncio.sleep(0, sorted(done) == [1, 2, 3, 4]), what="the others handled")
+        assert 0 not in done and peak == 2 and started == [0, 1, 2, 3, 4]  # started in arrival order
+        for res in sent[1:]:
+            await eventually(lambda: _acked(alice, res.signal_id), what="acked")  # type: ignore[union-attr]
+        assert (await alice.get(sent[0].signal_id)).acked_at is None  # type: ignore[union-attr]
+        release.set()
+        await eventually(lambda: _acked(alice, sent[0].signal_id), what="the slow one acked")  # type: ignore[union-attr]
+    assert peak == 2
+    # the default is one at a time, in arrival order
+    order: List[int] = []
+    running, peak = 0, 0
+
+    async def one_at_a_time(sig: Signal) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.05)
+        order.append(sig.payload["n"])
+        running -= 1
+
+    async with Client(bus.url, alice_tok) as alice, Client(bus.url, bob_tok, on_signal=one_at_a_time):
+        for n in range(4):
+            await alice.send("bob", "StatusUpdate", {"n": n})
+        await eventually(lambda: asyncio.sleep(0, len(order) == 4), what="four handled")
+    assert order == [0, 1, 2, 3] and peak == 1
+    with pytest.raises(ValueError):
+        Client(bus.url, bob_tok, on_signal=handler, max_concurrent_handlers=0)
+
+
+# S24 -----------------------------------------------------------------------------------------
+async def test_s24_logging_is_quiet(bus: Bus, admin: AdminClient, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    alice_tok = await token_for(admin, "alice")
+    await token_for(admin, "bob")
+    caplog.set_level(logging.DEBUG, logger="signalbus_client")
+
+    def records(level: int) -> List[str]:
+        return [r.getMessage() for r in caplog.records if r.name.startswith("signalbus_client") and r.levelno == level]
+
+    alice = Client(bus.url, alice_tok, spool_dir=str(tmp_path / "spool"), reconnect_initial=0.1, reconnect_max=0.3)
+    try:
+        await alice.connect()
+        with pytest.raises(UnknownRecipient):  # an error raised to the caller is not also logged
+            await alice.send("nobody", "StatusUpdate", {})
+        assert records(logging.WARNING) == [] and records(logging.INFO) == [] and records(logging.ERROR) == []
+        bus.stop()  # kill -9
+        await alice.wait_disconnected(5)
+        spooled = await alice.send("bob", "TaskAssigned", {"n": 1})  # spooled: at DEBUG only
+        assert isinstance(spooled, Spooled)
+        await asyncio.sleep(1.0)  # several failed attempts
+        bus.start()
+        await alice.wait_connected(20)
+        await eventually(lambda: asyncio.sleep(0, alice.spool is not None and len(alice.spool) == 0), what="spool replayed")
+        warnings, infos = records(logging.WARNING), records(logging.INFO)
+        assert len(warnings) == 1 and "lost the session" in warnings[0], warnings
+        assert len(infos) == 1 and "reconnected" in infos[0], infos
+        assert records(logging.ERROR) == []
+        debug = records(logging.DEBUG)
+        assert sum("reconnecting to" in m for m in debug) >= 2  # DEBUG per retry
+        assert any("spooled as" in m for m in debug)
+    finally:
+        await alice.close()
+    caplog.clear()
+    bad = Client(bus.url, "sb_not_a_token")
+    try:
+        with pytest.raises(Unauthorized):
+            await bad.connect(timeout=5)
+    finally:
+        await bad.close()
+    assert [r for r in caplog.records if r.levelno >= logging.INFO] == []  # raised to the caller: not also logged
+
+
+# S25 -----------------------------------------------------------------------------------------
+async def test_s25_connection_events_in_order(bus: Bus, admin: AdminClient) -> None:
+    alice_tok = await token_for(admin, "alice")
+    events: List[str] = []
+
+    async def on_reconnected() -> None:  # a coroutine function works too
+        events.append("reconnected")
+
+    alice = Client(
+        bus.url,
+        alice_tok,
+        reconnect_initial=0.1,
+        reconnect_max=0.5,
+        on_connected=lambda: events.append("connected"),
+        on_disconnected=lambda: events.append("disconnected"),
+        on_reconnected=on_reconnected,
+        on_closed=lambda: events.append("closed"),
+    )
+    try:
+        await alice.connect()
+        assert events == ["connected"]
+        bus.stop()  # kill -9
+        await eventually(lambda: asyncio.sleep(0, events == ["connected", "disconnected"]), what="disconnected")
+        bus.start()  # same port, same data dir
+        await eventually(lambda: asyncio.sleep(0, events == ["connected", "disconnected", "reconnected"]), timeout=20, what="reconnected")
+    finally:
+        await alice.close()
+    await alice.close()  # closed is told once
+    assert events == ["connected", "disconnected", "reconnected", "closed"]
+    # the bus refusing the token (rotate: 1008) is the end: disconnected, then closed
+    erin_tok = await token_for(admin, "erin")
+    told: List[str] = []
+    erin = Client(bus.url, erin_tok, on_disconnected=lambda: told.append("disconnected"), on_closed=lambda: told.append("closed"))
+    try:
+        await erin.connect()
+        await admin.rotate("erin")
+        await eventually(lambda: asyncio.sleep(0, told == ["disconnected", "closed"]), what="closed after 1008")
+    finally:
+        await erin.close()
+    assert told == ["disconnected", "closed"]
+
+
+# S26 -----------------------------------------------------------------------------------------
+async def test_s26_async_iterator_over_signals(bus: Bus, admin: AdminClient) -> None:
+    alice_tok, bob_tok = await token_for(admin, "alice"), await token_for(admin, "bob")
+    async with Client(bus.url, alice_tok) as alice:
+        bob = Client(bus.url, bob_tok)
+        await bob.connect()
+        got: List[Signal] = []
+
+        async def consume() -> None:
+            async for sig in bob.signals():
+                got.append(sig)
+                await bob.ack(sig)
+
+        consumer = asyncio.create_task(consume())
+        sent = [await alice.send("bob", "StatusUpdate", {"n": n}) for n in range(3)]
+        await eventually(lambda: asyncio.sleep(0, len(got) == 3), what="three signals")
+        assert [s.id for s in got] == [r.signal_id for r in sent]  # type: ignore[union-attr]
+        await eventually(lambda: _acked(alice, got[2].id), what="acked")
+        await bob.close()  # ends the iteration
+        await asyncio.wait_for(consumer, 5)
+    handled = Client(bus.url, bob_tok, on_signal=lambda s: None)
+    try:
+        with pytest.raises(ValueError):
+            async for _ in handled.signals():
+                pass
+    finally:
+        await handled.close()

@@ -38,6 +38,9 @@ impl Client {
 
     /// `ask` with every send field; the request's correlation_id is replaced by a fresh one.
     pub async fn ask_with(&self, req: SendRequest, timeout: Duration) -> Result<Signal> {
+        if timeout.is_zero() {
+            return Err(crate::shared::usage("ask's timeout must be longer than zero"));
+        }
         if !self.connected() {
             let message = format!(
                 "ask {} to {}: no open session with {}, and the reply could only come over one \

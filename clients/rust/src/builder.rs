@@ -30,6 +30,7 @@ impl Client {
             kind: None,
             handler: None,
             auto_ack: true,
+            max_concurrent_handlers: 1,
             spool_dir: None,
             spool_max_bytes: DEFAULT_MAX_BYTES,
             spool_max_age_seconds: DEFAULT_MAX_AGE_SECONDS,
@@ -55,6 +56,7 @@ pub struct ClientBuilder {
     kind: Option<String>,
     handler: Option<Handler>,
     auto_ack: bool,
+    max_concurrent_handlers: usize,
     spool_dir: Option<PathBuf>,
     spool_max_bytes: u64,
     spool_max_age_seconds: u64,
@@ -95,6 +97,14 @@ impl ClientBuilder {
     }
     pub fn auto_ack(mut self, on: bool) -> Self {
         self.auto_ack = on;
+        self
+    }
+    /// How many handler runs may be under way at once (default 1). With 1, signals are handled
+    /// one after the other in the order they arrived; with more, they start in that order but
+    /// may finish (and be acked) in any order — a slow handler no longer holds back the next
+    /// signal. 0 is a usage error at `build`.
+    pub fn max_concurrent_handlers(mut self, n: usize) -> Self {
+        self.max_concurrent_handlers = n;
         self
     }
     /// Spool sends the bus cannot take here (one directory per identity).
@@ -162,6 +172,9 @@ impl ClientBuilder {
         if self.replay_rate.is_nan() || self.replay_rate <= 0.0 {
             return Err(usage("replay_rate must be positive (sends per second)"));
         }
+        if self.max_concurrent_handlers == 0 {
+            return Err(usage("max_concurrent_handlers must be at least 1"));
+        }
         let api = HttpApi::new(&self.url, &self.token, Some(self.request_timeout))?;
         let spool = match &self.spool_dir {
             Some(dir) => Some(Spool::open(dir, self.spool_max_bytes, self.spool_max_age_seconds)?),
@@ -179,6 +192,7 @@ impl ClientBuilder {
             api,
             ws_url,
             auto_ack: self.auto_ack,
+            max_concurrent_handlers: self.max_concurrent_handlers,
             request_timeout: self.request_timeout,
             connect_timeout: self.connect_timeout,
             reconnect_initial: self.reconnect_initial,
@@ -209,6 +223,8 @@ impl ClientBuilder {
             ack_interval: self.ack_interval,
             ack_calls: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
+            events: tokio::sync::broadcast::channel(64).0,
+            closed_told: AtomicBool::new(false),
         });
         Ok(Client::assemble(inner, self.handler))
     }

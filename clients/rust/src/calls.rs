@@ -99,6 +99,36 @@ impl Client {
         }
     }
 
+    /// Every pushed signal, as they come, as a `Stream` (for a client without a handler; ack
+    /// each with `ack`, as after `receive`). It ends when the client closes; it holds a handle of
+    /// the client, so dropping the caller's other handles does not close it — `close()` does.
+    /// `Error::Usage` on a client with a handler.
+    ///
+    /// ```no_run
+    /// # async fn f(client: signalbus_client::Client) -> signalbus_client::Result<()> {
+    /// use futures::StreamExt;
+    /// let mut signals = Box::pin(client.signals()?);
+    /// while let Some(sig) = signals.next().await {
+    ///     client.ack([sig.id.as_str()]).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn signals(&self) -> Result<impl futures::Stream<Item = Signal> + Send + 'static> {
+        if self.life.handler.is_some() {
+            return Err(usage("this client has an on_signal handler: signals go there, not to signals()"));
+        }
+        Ok(futures::stream::unfold(self.clone(), |client| async move {
+            let sig = {
+                let mut rx = client.inner.inbox_rx.lock().await;
+                tokio::select! {
+                    _ = client.inner.shutdown.cancelled() => None,
+                    s = rx.recv() => s,
+                }
+            };
+            sig.map(|s| (s, client))
+        }))
+    }
+
     /// Pending signals for you in drain order (priority first); delivers nothing.
     pub async fn inbox(&self, limit: Option<u32>) -> Result<Vec<Signal>> {
         let page: Signals =

@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::http::HttpApi;
 use crate::replay::{replay_pass, ReplayReport};
-use crate::shared::{HandlerRun, Inner};
+use crate::shared::{ConnectionEvent, HandlerRun, Inner};
 use crate::spool::Spool;
 use crate::types::{Signal, Welcome};
 
@@ -40,6 +40,7 @@ impl Drop for Life {
         tracing::info!(url = self.inner.api.base(), "the last handle of the client was dropped: stopping its tasks");
         self.inner.state.send_modify(|s| s.closed = true);
         self.inner.shutdown.cancel();
+        self.inner.tell_closed();
     }
 }
 
@@ -217,5 +218,15 @@ impl Client {
         }
         self.inner.fail_pending();
         self.inner.asks.lock().unwrap().clear();
+        self.inner.tell_closed();
+    }
+
+    /// The connection events from now on, in order: `Connected` (the first session opened),
+    /// `Disconnected` (an open session was lost; the client reconnects by itself),
+    /// `Reconnected` (a session opened again after a loss), `Closed` (the client stopped for
+    /// good: `close()`, its last handle dropped, or the bus refused the token). A broadcast: each
+    /// receiver sees every event sent after it subscribed (a receiver 64 events behind lags).
+    pub fn connection_events(&self) -> tokio::sync::broadcast::Receiver<ConnectionEvent> {
+        self.inner.events.subscribe()
     }
 }

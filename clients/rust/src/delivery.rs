@@ -10,7 +10,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::acks::queue_ack;
-use crate::shared::{HandlerRun, Inner};
+use futures::stream::{FuturesUnordered, StreamExt};
+
+use crate::shared::{HandlerError, HandlerRun, Inner};
 use crate::types::Signal;
 
 /// A pushed signal: dropped when seen (re-acked if it was handled: the first ack may have died
@@ -39,33 +41,44 @@ pub(crate) fn on_push(inner: &Inner, sig: Signal) {
     let _ = inner.inbox_tx.send(sig);
 }
 
-/// Runs the handler on each queued signal, one at a time; acks (batched) after `Ok`, forgets
-/// the id after `Err` so the redelivery runs it again. `run_handler` is the facade's: it lends
-/// the handler a client handle per signal and answers `None` once the caller's last handle is
-/// gone, which ends this task (so dropping the client ends it).
+/// Runs the handler on each queued signal, starting them in arrival order with at most
+/// `max_concurrent_handlers` running at once (1: one after the other); acks (batched) after each
+/// `Ok`, forgets the id after `Err` so the redelivery runs it again. The runs are polled inside
+/// this task (no task per signal), so ending it — shutdown, or the caller's last handle gone —
+/// ends them too. `run_handler` is the facade's: it lends the handler a client handle per signal
+/// and answers `None` once the caller's last handle is gone.
 pub(crate) async fn dispatch<F>(inner: Arc<Inner>, run_handler: F)
 where
     F: Fn(Signal) -> Option<HandlerRun> + Send + 'static,
 {
     let mut rx = inner.inbox_rx.lock().await;
+    let mut running = FuturesUnordered::new();
+    let limit = inner.max_concurrent_handlers.max(1);
     loop {
-        let sig = tokio::select! {
+        tokio::select! {
             _ = inner.shutdown.cancelled() => return,
-            s = rx.recv() => match s { Some(s) => s, None => return },
-        };
-        let id = sig.id.clone();
-        let Some(run) = run_handler(sig) else { return };
-        match run.await {
-            Ok(()) => {
-                inner.seen.lock().unwrap().remember(&id, true);
-                if inner.auto_ack {
-                    queue_ack(&inner, id);
-                }
+            Some((id, outcome)) = running.next(), if !running.is_empty() => finish(&inner, id, outcome),
+            s = rx.recv(), if running.len() < limit => {
+                let Some(sig) = s else { return };
+                let id = sig.id.clone();
+                let Some(run) = run_handler(sig) else { return };
+                running.push(async move { (id, run.await) });
             }
-            Err(e) => {
-                tracing::error!(signal_id = %id, error = %e, "the signal handler failed; not acked: it comes back on the next session");
-                inner.seen.lock().unwrap().forget(&id);
+        }
+    }
+}
+
+fn finish(inner: &Inner, id: String, outcome: std::result::Result<(), HandlerError>) {
+    match outcome {
+        Ok(()) => {
+            inner.seen.lock().unwrap().remember(&id, true);
+            if inner.auto_ack {
+                queue_ack(inner, id);
             }
+        }
+        Err(e) => {
+            tracing::error!(signal_id = %id, error = %e, "the signal handler failed; not acked: it comes back on the next session");
+            inner.seen.lock().unwrap().forget(&id);
         }
     }
 }

@@ -18,7 +18,8 @@ pub struct BusError {
     pub code: String,
     /// The bus's message (lowercase, specific).
     pub message: String,
-    /// The HTTP status when the answer came over HTTP; `None` over the WebSocket session.
+    /// The HTTP status: the one HTTP answered with, or (over the WebSocket session) the §8 status
+    /// of the code, so it never depends on the transport. `None` for a code §8 does not list.
     pub status: Option<u16>,
     /// Every other field of the error object.
     pub details: Map<String, Value>,
@@ -58,9 +59,9 @@ pub enum Error {
     PayloadTooLarge(Box<BusError>),
     #[error("{error} (over the quota: nothing was recorded; retry after retry_after)")]
     RateLimited { retry_after: Option<Duration>, error: Box<BusError> },
-    #[error("{error} (the bus took nothing: retry later with the same dedupe_key, or give the client a spool)")]
+    #[error("{error} ({})", if dedupe_key.is_some() { "the bus took nothing: retry later with the same dedupe_key, or give the client a spool" } else { "the bus took nothing: retry later" })]
     Unavailable { dedupe_key: Option<String>, error: Box<BusError> },
-    #[error("{0} (the bus failed: retry later with the same dedupe_key and report it if it persists)")]
+    #[error("{err} ({hint})", err = .0, hint = internal_hint(.0))]
     Internal(Box<BusError>),
     /// A code or status this client does not know (e.g. 405 from an older bus).
     #[error("{0} (an answer this client does not know: check the bus and client versions)")]
@@ -73,15 +74,18 @@ pub enum Error {
         cause: String,
         dedupe_key: Option<String>,
     },
-    /// The connection dropped before an answer came: the outcome of a send is unknown.
-    #[error("transport: {message} (the outcome is unknown: retry with the same dedupe_key once the bus is reachable)")]
+    /// The connection dropped before an answer came: the outcome of a send is unknown (a send's
+    /// error carries its dedupe_key, and says to retry with it).
+    #[error("transport: {message} ({})", if dedupe_key.is_some() { "the outcome is unknown: retry with the same dedupe_key once the bus is reachable" } else { "the connection failed before an answer came: repeat the call once the bus is reachable" })]
     Transport {
         message: String,
         /// The innermost cause, when an I/O error had one.
         cause: Option<String>,
         dedupe_key: Option<String>,
     },
-    #[error("timeout: {message} (no answer in time, the outcome is unknown: retry with the same dedupe_key)")]
+    /// Nothing came in time: no answer to a call (a send's carries its dedupe_key), no signal for
+    /// `receive`, no session for `connect`.
+    #[error("timeout: {message} ({})", if dedupe_key.is_some() { "no answer in time, the outcome is unknown: retry with the same dedupe_key" } else { "nothing came in time: wait longer or repeat the call" })]
     Timeout { message: String, dedupe_key: Option<String> },
     /// No reply with the ask's correlation_id came in time; the question itself was sent.
     #[error("ask_timeout: no reply within {timeout:?} (the question was sent: wait longer, or recall signal_id)")]
@@ -97,6 +101,35 @@ pub enum Error {
     Closed,
     #[error("protocol: {0} (the bus answered something this client does not understand: check the versions)")]
     Protocol(String),
+    /// A mistake in the calling code (`receive` on a client with a handler, a zero timeout, ...):
+    /// nothing was sent, and retrying cannot help.
+    #[error("usage: {0} (a mistake in the calling code: fix the call; nothing was sent)")]
+    Usage(String),
+}
+
+fn internal_hint(e: &BusError) -> &'static str {
+    if e.details.contains_key("dedupe_key") {
+        "the bus failed: retry later with the same dedupe_key and report it if it persists"
+    } else {
+        "the bus failed: retry later and report it if it persists"
+    }
+}
+
+/// CONTRACT §8 (docs/http.md): the HTTP status of each bus error code, for an answer that came
+/// over the WebSocket session (so `status()` never depends on the transport).
+pub fn http_status_of(code: &str) -> Option<u16> {
+    Some(match code {
+        "invalid_request" => 400,
+        "unauthorized" => 401,
+        "forbidden" => 403,
+        "not_found" | "unknown_recipient" => 404,
+        "recipient_unavailable" | "already_registered" => 409,
+        "payload_too_large" => 413,
+        "rate_limited" => 429,
+        "internal" => 500,
+        "unavailable" => 503,
+        _ => return None,
+    })
 }
 
 impl Error {
@@ -124,6 +157,7 @@ impl Error {
             Error::Spool(_) => "spool",
             Error::Closed => "closed",
             Error::Protocol(_) => "protocol",
+            Error::Usage(_) => "usage",
         }
     }
 
@@ -211,6 +245,9 @@ impl Error {
                 | Error::SpoolFull { dedupe_key, .. } => {
                     dedupe_key.get_or_insert_with(|| k.to_string());
                 }
+                Error::Internal(e) => {
+                    e.details.entry("dedupe_key").or_insert_with(|| Value::String(k.to_string()));
+                }
                 _ => {}
             }
         }
@@ -254,8 +291,9 @@ impl Error {
             .and_then(Value::as_f64)
             .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
         // Boxed: the bus's error object is the large part, and `Result<T, Error>` stays small.
-        let error =
-            Box::new(BusError { code: if code.is_empty() { "error".into() } else { code }, message, status, details });
+        let code = if code.is_empty() { "error".to_string() } else { code };
+        let status = status.or_else(|| http_status_of(&code));
+        let error = Box::new(BusError { code, message, status, details });
         match error.code.as_str() {
             "invalid_request" => Error::InvalidRequest(error),
             "unauthorized" => Error::Unauthorized(error),

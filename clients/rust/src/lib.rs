@@ -41,10 +41,10 @@ mod types;
 
 pub use builder::ClientBuilder;
 pub use client::Client;
-pub use error::{BusError, Error, Result};
+pub use error::{http_status_of, BusError, Error, Result};
 pub use http::{AdminClient, HttpApi};
 pub use replay::ReplayReport;
-pub use shared::{HandlerError, ReplayCallback};
+pub use shared::{ConnectionEvent, HandlerError, ReplayCallback};
 pub use spool::{Spool, SpoolEntry, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES};
 pub use types::{
     default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, SendOutcome, SendRequest,

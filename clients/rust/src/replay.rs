@@ -44,7 +44,7 @@ pub(crate) fn spool_send(inner: &Inner, req: SendRequest, why: &Error) -> Result
     let ttl = req.ttl_seconds.unwrap_or_else(|| default_ttl(&req.signal_type));
     let identity = inner.identity.lock().unwrap().clone();
     let entry = spool.put(&req, ttl, identity.as_deref(), &why.to_string(), Utc::now())?;
-    tracing::warn!(code = why.code(), entry = %entry.name, "the bus could not take the send: spooled, replayed when it is back");
+    tracing::debug!(code = why.code(), entry = %entry.name, "the bus could not take the send: spooled, replayed when it is back");
     inner.replay_wakeup.notify_one();
     Ok(SendOutcome::Spooled(Spooled {
         dedupe_key: entry.dedupe_key().to_string(),
@@ -96,7 +96,7 @@ pub(crate) async fn replay_pass(inner: &Inner) -> ReplayReport {
         match outcome {
             Ok(result) => {
                 spool.delete(&entry.name);
-                tracing::info!(dedupe_key = entry.dedupe_key(), signal_id = %result.signal_id, publish_path = %result.publish_path, "replayed a spooled send");
+                tracing::debug!(dedupe_key = entry.dedupe_key(), signal_id = %result.signal_id, publish_path = %result.publish_path, "replayed a spooled send");
                 let outcome = Ok(result);
                 tell(inner, entry, &outcome);
                 report.replayed.extend(outcome.ok());
@@ -110,7 +110,7 @@ pub(crate) async fn replay_pass(inner: &Inner) -> ReplayReport {
             }
             Err(e) => {
                 report.kept += entries.len() - i;
-                tracing::info!(kept = report.kept, error = %e, "spool replay paused");
+                tracing::debug!(kept = report.kept, error = %e, "spool replay paused");
                 report.stopped_by = Some(e);
                 break;
             }

@@ -37,7 +37,7 @@ where
     if inner.out.lock().unwrap().is_some() {
         match ws_call(inner, frame, dedupe_key).await {
             Err(Error::Transport { .. }) if inner.out.lock().unwrap().is_none() => {
-                tracing::info!(dedupe_key, "the session dropped during a call; retrying it over HTTP");
+                tracing::debug!(dedupe_key, "the session dropped during a call; retrying it over HTTP");
                 went_out = true;
             }
             other => return other,
@@ -106,8 +106,7 @@ pub(crate) async fn ws_call(inner: &Inner, mut frame: Value, dedupe_key: Option<
     let answer = match tokio::time::timeout(inner.request_timeout, orx).await {
         Ok(Ok(a)) => a,
         Ok(Err(_)) => {
-            return Err(Error::transport("the session closed before the bus answered; the outcome is unknown")
-                .with_dedupe_key(dedupe_key))
+            return Err(Error::transport("the session closed before the bus answered").with_dedupe_key(dedupe_key))
         }
         Err(_) => {
             inner.pending.lock().unwrap().remove(&r);

@@ -23,35 +23,47 @@ use tokio_util::sync::CancellationToken;
 
 use crate::delivery::on_push;
 use crate::error::{BusError, Error, Result};
-use crate::shared::Inner;
+use crate::shared::{ConnectionEvent, Inner};
 use crate::types::{Signal, Welcome};
 
-/// Keeps a session open until the client closes or the bus refuses the token.
+/// Keeps a session open until the client closes or the bus refuses the token. Logging is quiet:
+/// one WARN when an open session is lost, DEBUG per failed attempt, one INFO when a session opens
+/// again; a refusal that `connect` returns to its caller is not also logged above DEBUG.
 pub(crate) async fn supervise(inner: Arc<Inner>) {
     let mut attempt: u32 = 0;
     while !inner.shutdown.is_cancelled() {
         let opened = match run_session(&inner).await {
             Ok(opened) => opened,
             Err(e) if e.is_fatal_for_session() => {
-                tracing::error!(error = %e, "the bus refused the session, not reconnecting");
+                if inner.sessions_opened.load(Ordering::Relaxed) > 0 {
+                    // In the background: nobody is waiting to be told.
+                    tracing::warn!(error = %e, "the bus refused the session, not reconnecting");
+                } else {
+                    // `connect` / `wait_connected` returns it.
+                    tracing::debug!(error = %e, "the bus refused the session, not reconnecting");
+                }
                 inner.state.send_modify(|s| s.fatal = Some(e));
                 inner.fail_pending();
+                inner.tell_closed(); // given up for good
                 return;
             }
             Err(e) => {
-                tracing::warn!(url = inner.api.base(), error = %e, "session failed");
+                tracing::debug!(url = inner.api.base(), error = %e, "session failed");
                 false
             }
         };
         if inner.shutdown.is_cancelled() {
             return;
         }
+        if opened {
+            tracing::warn!(url = inner.api.base(), "lost the session: reconnecting in the background");
+        }
         attempt = if opened { 0 } else { attempt.saturating_add(1) };
         // Full doubling up to the cap, then a random point in its upper half: clients that
         // lost the same bus do not come back in lockstep.
         let ceiling = inner.reconnect_initial.saturating_mul(1 << attempt.min(20)).min(inner.reconnect_max);
         let delay = ceiling.mul_f64(rand::thread_rng().gen_range(0.5..=1.0));
-        tracing::info!(
+        tracing::debug!(
             url = inner.api.base(),
             delay_ms = delay.as_millis() as u64,
             attempt = attempt + 1,
@@ -119,13 +131,18 @@ async fn run_session(inner: &Arc<Inner>) -> Result<bool> {
     *inner.out.lock().unwrap() = Some(tx);
     *inner.kill.lock().unwrap() = Some(kill.clone());
     *inner.identity.lock().unwrap() = Some(welcome.identity.clone());
-    inner.sessions_opened.fetch_add(1, Ordering::Relaxed);
-    tracing::info!(session_id = %welcome.session_id, tenant = %welcome.tenant, identity = %welcome.identity, "session open");
+    let reopened = inner.sessions_opened.fetch_add(1, Ordering::Relaxed) > 0;
+    if reopened {
+        tracing::info!(url = inner.api.base(), session_id = %welcome.session_id, tenant = %welcome.tenant, identity = %welcome.identity, "reconnected");
+    } else {
+        tracing::debug!(session_id = %welcome.session_id, tenant = %welcome.tenant, identity = %welcome.identity, "session open");
+    }
     let interval = Duration::from_millis(welcome.heartbeat_interval_ms.max(50));
     inner.state.send_modify(|s| {
         s.connected = true;
         s.welcome = Some(welcome);
     });
+    inner.tell(if reopened { ConnectionEvent::Reconnected } else { ConnectionEvent::Connected });
     inner.replay_wakeup.notify_one(); // the bus is back: replay the spool now
 
     // A bus that sends nothing (not even pongs) for this long is gone without a FIN.
@@ -153,7 +170,7 @@ async fn run_session(inner: &Arc<Inner>) -> Result<bool> {
             }
             _ = ticker.tick() => {
                 if last_rx.elapsed() > silence_limit {
-                    tracing::warn!(silence_ms = silence_limit.as_millis() as u64, "no frame from the bus: dropping the session");
+                    tracing::debug!(silence_ms = silence_limit.as_millis() as u64, "no frame from the bus: dropping the session");
                     break;
                 }
                 if sink.send(Message::text(r#"{"op":"ping"}"#)).await.is_err() { break; }
@@ -182,7 +199,14 @@ async fn run_session(inner: &Arc<Inner>) -> Result<bool> {
     drop(rx); // before failing the waiters: a call that races the end then fails its send
     inner.fail_pending();
     inner.state.send_modify(|s| s.connected = false);
-    tracing::info!(code = close.as_ref().map(|c| c.0), reason = close.as_ref().map(|c| c.1.as_str()), "session closed");
+    if !inner.shutdown.is_cancelled() {
+        inner.tell(ConnectionEvent::Disconnected);
+    }
+    tracing::debug!(
+        code = close.as_ref().map(|c| c.0),
+        reason = close.as_ref().map(|c| c.1.as_str()),
+        "session closed"
+    );
     match close {
         Some((1008, reason)) => Err(unauthorized(format!(
             "the bus closed the session with 1008 ({})",

@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{BusError, Error, Result};
+use crate::error::{Error, Result};
 use crate::http::HttpApi;
 use crate::spool::{Spool, SpoolEntry};
 use crate::types::{SendResult, Signal, Welcome};
@@ -33,13 +33,24 @@ pub(crate) type HandlerRun = Pin<Box<dyn Future<Output = std::result::Result<(),
 /// Told about each spooled send a replay settled: accepted, refused for good, or expired.
 pub type ReplayCallback = Arc<dyn Fn(&SpoolEntry, &Result<SendResult>) + Send + Sync>;
 
+/// A mistake in the calling code: `Error::Usage`, never the bus's `InvalidRequest`.
 pub(crate) fn usage(message: &str) -> Error {
-    Error::InvalidRequest(Box::new(BusError {
-        code: "invalid_request".into(),
-        message: message.into(),
-        status: None,
-        details: Default::default(),
-    }))
+    Error::Usage(message.into())
+}
+
+/// A change of the client's connection, told in this order over
+/// [`Client::connection_events`](crate::Client::connection_events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConnectionEvent {
+    /// The first session opened.
+    Connected,
+    /// An open session was lost; the client reconnects by itself.
+    Disconnected,
+    /// A session opened again after a loss.
+    Reconnected,
+    /// The client stopped for good: `close()`, its last handle dropped, or the bus refused the
+    /// token. Told once, last.
+    Closed,
 }
 
 /// What the session supervisor publishes: whether a session is open, its welcome, and the
@@ -93,6 +104,8 @@ pub(crate) struct Inner {
     pub api: HttpApi,
     pub ws_url: String,
     pub auto_ack: bool,
+    /// How many handler runs may be under way at once (at least 1).
+    pub max_concurrent_handlers: usize,
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
     pub reconnect_initial: Duration,
@@ -130,11 +143,27 @@ pub(crate) struct Inner {
     pub ack_calls: AtomicU64,
     pub started: AtomicBool,
     pub tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Connection events, in order (a receiver that lags loses the oldest).
+    pub events: broadcast::Sender<ConnectionEvent>,
+    /// `Closed` was told (it is told once).
+    pub closed_told: AtomicBool,
 }
 
 impl Inner {
     /// Drops every call waiting for a result: each sees the session closed (outcome unknown).
     pub fn fail_pending(&self) {
         self.pending.lock().unwrap().clear();
+    }
+
+    /// Tells a connection event to whoever listens (nobody listening is fine).
+    pub fn tell(&self, event: ConnectionEvent) {
+        let _ = self.events.send(event);
+    }
+
+    /// Tells `Closed`, once.
+    pub fn tell_closed(&self) {
+        if !self.closed_told.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            self.tell(ConnectionEvent::Closed);
+        }
     }
 }

@@ -47,7 +47,7 @@ async fn s04_send_every_class_to_an_offline_recipient() {
     );
     let (state, signal_id, status) =
         bounce(alice.send(SendRequest::new("bob", "Question").payload(json!({"q": "sync"}))).await);
-    assert_eq!((state.as_str(), status), ("not_available_offline", None)); // over the session: no status
+    assert_eq!((state.as_str(), status), ("not_available_offline", Some(409))); // over the session: the §8 status all the same (S22)
     uuid::Uuid::parse_str(&signal_id.unwrap()).expect("the bounce's signal_id");
     alice.close().await;
     let bob = Client::new(&bus.url, &bt).unwrap();

@@ -129,3 +129,44 @@ async fn close_flushes_the_buffered_acks() {
     acked(&alice, &answer.id).await;
     alice.close().await;
 }
+
+/// S25: connection events in order across a `kill -9` and restart of the bus, then close; and
+/// a refused token (rotate: 1008) is `Disconnected` then `Closed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s25_connection_events_in_order() {
+    use signalbus_client::ConnectionEvent::{self, *};
+    use tokio::sync::broadcast::Receiver;
+
+    async fn next(rx: &mut Receiver<ConnectionEvent>, secs: u64) -> ConnectionEvent {
+        tokio::time::timeout(Duration::from_secs(secs), rx.recv()).await.expect("an event in time").unwrap()
+    }
+
+    let mut bus = Bus::start_new().await;
+    let at = bus.token("alice").await;
+    let alice = Client::builder(&bus.url, &at)
+        .reconnect(Duration::from_millis(100), Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let mut events = alice.connection_events();
+    alice.connect().await.unwrap();
+    assert_eq!(next(&mut events, 5).await, Connected);
+    bus.kill();
+    assert_eq!(next(&mut events, 10).await, Disconnected);
+    bus.start().await; // same port, same data dir
+    assert_eq!(next(&mut events, 20).await, Reconnected);
+    alice.close().await;
+    alice.close().await; // Closed is told once
+    assert_eq!(next(&mut events, 5).await, Closed);
+    assert!(events.try_recv().is_err());
+
+    let et = bus.token("erin").await;
+    let erin = Client::new(&bus.url, &et).unwrap();
+    let mut told = erin.connection_events();
+    erin.connect().await.unwrap();
+    assert_eq!(next(&mut told, 5).await, Connected);
+    bus.admin().rotate("erin", None).await.unwrap();
+    assert_eq!(next(&mut told, 10).await, Disconnected);
+    assert_eq!(next(&mut told, 10).await, Closed);
+    erin.close().await;
+    assert!(told.try_recv().is_err());
+}

@@ -8,12 +8,12 @@
  * and tested alone. The admin calls are `admin.ts`.
  */
 
-import { AskTimeout, ClientClosed, NOTHING_SENT, TransportError, Unavailable, errorFromBody } from "./errors.js";
+import { AskTimeout, ClientClosed, NOTHING_SENT, TransportError, Unavailable, UsageError, errorFromBody, forSend } from "./errors.js";
 import { HttpApi, type FetchLike } from "./http.js";
 import { consoleLogger, type Logger } from "./logger.js";
 import { Replayer, type ReplayCallback, type ReplayReport } from "./replay.js";
 import type { SignalHandler } from "./delivery.js";
-import { Session, type WebSocketConstructor } from "./session.js";
+import { Session, type ConnectionEvent, type WebSocketConstructor } from "./session.js";
 import { DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, type SpoolStore } from "./spool.js";
 import {
   defaultClass,
@@ -36,7 +36,7 @@ import {
 
 export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
 export type { SignalHandler } from "./delivery.js";
-export type { WebSocketConstructor, WebSocketLike } from "./session.js";
+export type { ConnectionEvent, WebSocketConstructor, WebSocketLike } from "./session.js";
 
 export interface ClientOptions {
   /** `daemon`, `shim` or `interactive` (the bus's default). */
@@ -44,6 +44,12 @@ export interface ClientOptions {
   /** Called once per signal (redeliveries deduped by id); acked after it returns without throwing when `autoAck`. Without it, read signals with `receive()`. */
   onSignal?: SignalHandler;
   autoAck?: boolean;
+  /**
+   * How many `onSignal` calls may run at once (default 1). With 1, signals are handled one after
+   * the other in the order they arrived; with more, they start in that order but may finish (and
+   * be acked) in any order — a slow handler no longer holds back the next signal.
+   */
+  maxConcurrentHandlers?: number;
   /** Node: a directory for the offline buffer (a `FileSpool`). */
   spoolDir?: string;
   /** Any SpoolStore (e.g. `MemorySpool` in browsers). */
@@ -103,6 +109,7 @@ export class Client {
   private readonly replayer: Replayer | undefined;
   private readonly spoolStore: Promise<SpoolStore> | undefined;
   private readonly connectTimeoutMs: number;
+  private readonly listeners = new Map<ConnectionEvent, Set<() => void>>();
 
   constructor(url: string, token: string, options: ClientOptions = {}) {
     const requestTimeoutMs = options.requestTimeoutMs ?? 15000;
@@ -122,6 +129,7 @@ export class Client {
       reconnectInitialMs: options.reconnectInitialMs ?? 500,
       reconnectMaxMs: options.reconnectMaxMs ?? 30000,
       dedupeWindow: Math.max(1, options.dedupeWindow ?? 10000),
+      maxConcurrentHandlers: options.maxConcurrentHandlers ?? 1,
       logger,
       WebSocket: options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket,
     });
@@ -145,6 +153,44 @@ export class Client {
       this.session.onOpen = () => replayer.wake();
       this.replayer = replayer;
     }
+    this.session.onEvent = (event) => {
+      for (const listener of [...(this.listeners.get(event) ?? [])]) {
+        try {
+          const out = listener() as unknown;
+          if (out instanceof Promise) out.catch((e) => logger.error(`a "${event}" listener failed`, e));
+        } catch (e) {
+          logger.error(`a "${event}" listener failed`, e);
+        }
+      }
+    };
+  }
+
+  /**
+   * Listen to a connection event, EventEmitter-style: `connected` (the first session opened),
+   * `disconnected` (an open session was lost; the client reconnects by itself), `reconnected` (a
+   * session opened again after a loss), `closed` (the client stopped for good: `close()`, or the
+   * bus refused the token). They come in that order; a listener that throws is logged, never fatal.
+   */
+  on(event: ConnectionEvent, listener: () => void | Promise<void>): this {
+    let set = this.listeners.get(event);
+    if (!set) this.listeners.set(event, (set = new Set()));
+    set.add(listener as () => void);
+    return this;
+  }
+
+  /** Stop listening (`on`'s listener). */
+  off(event: ConnectionEvent, listener: () => void | Promise<void>): this {
+    this.listeners.get(event)?.delete(listener as () => void);
+    return this;
+  }
+
+  /** `on`, for one event only. */
+  once(event: ConnectionEvent, listener: () => void | Promise<void>): this {
+    const wrapped = (): void | Promise<void> => {
+      this.off(event, wrapped);
+      return listener();
+    };
+    return this.on(event, wrapped);
   }
 
   get welcome(): Welcome | undefined {
@@ -213,9 +259,31 @@ export class Client {
     this.session.dropConnection();
   }
 
-  /** The next pushed signal (when there is no `onSignal` handler). Ack it with `ack`. */
+  /**
+   * The next pushed signal (when there is no `onSignal` handler). Ack it with `ack`. Rejects with
+   * `RequestTimeout` (name `TimeoutError`) when none came within `timeoutMs`, and with `UsageError`
+   * on a client with an `onSignal` handler.
+   */
   receive(timeoutMs?: number): Promise<Signal> {
     return this.session.delivery.receive(timeoutMs);
+  }
+
+  /**
+   * Every pushed signal, as they come: `for await (const sig of client.signals()) { ... }` (when
+   * there is no `onSignal` handler; ack each with `ack`, as after `receive`). Ends when the client
+   * closes. Throws `UsageError` on a client with an `onSignal` handler.
+   */
+  async *signals(): AsyncGenerator<Signal, void, undefined> {
+    for (;;) {
+      let sig: Signal;
+      try {
+        sig = await this.session.delivery.receive();
+      } catch (e) {
+        if (e instanceof ClientClosed) return;
+        throw e;
+      }
+      yield sig;
+    }
   }
 
   /**
@@ -252,6 +320,7 @@ export class Client {
     try {
       return parseSendResult(await this.session.transmitSend(request), key);
     } catch (e) {
+      forSend(e); // the hint of a send: retry with the same dedupe_key
       const sync = (options.deliveryClass ?? defaultClass(type)) === "sync";
       if ((e instanceof TransportError || e instanceof Unavailable) && this.replayer && options.spool !== false && !sync) {
         return this.replayer.spoolSend(request, e);
@@ -273,6 +342,9 @@ export class Client {
    * `AskTimeout` (with `signalId`) when no reply comes within `timeoutMs`.
    */
   async ask(to: string, type: string, payload: Json = {}, timeoutMs = 30000, options: SendOptions = {}): Promise<Signal> {
+    if (!(typeof timeoutMs === "number" && timeoutMs > 0)) {
+      throw new UsageError(`ask timeoutMs must be a positive number of milliseconds, got ${String(timeoutMs)}`);
+    }
     if (!this.session.connected) {
       throw new TransportError(
         `ask ${type} to ${to}: no open session with ${this.url}, and the reply could only come over one (call connect() first; a lost session comes back by itself: waitConnected())`,
@@ -320,7 +392,11 @@ export class Client {
 
   /** Ack delivered signals (or ids); resolves to how many the bus took. */
   async ack(...items: (Signal | string | (Signal | string)[])[]): Promise<number> {
-    const ids = items.flat().map((s) => (typeof s === "string" ? s : s.id));
+    const ids = items.flat().map((s) => {
+      if (typeof s === "string") return s;
+      if (s && typeof s === "object" && typeof (s as Signal).id === "string") return s.id;
+      throw new TypeError(`ack takes signals or signal ids (strings), got ${s === null ? "null" : typeof s}`);
+    });
     return this.session.delivery.ack(ids);
   }
 

@@ -8,7 +8,7 @@
  * facade.
  */
 
-import { ClientClosed, InvalidRequest, RequestTimeout, type SignalbusError } from "./errors.js";
+import { ClientClosed, RequestTimeout, UsageError, type SignalbusError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { parseSignal, type Signal } from "./types.js";
 
@@ -19,6 +19,8 @@ export interface DeliveryOptions {
   autoAck: boolean;
   /** How many signal ids are remembered to drop redeliveries. */
   dedupeWindow: number;
+  /** How many handler calls may run at once (default 1: one after the other, in arrival order). */
+  maxConcurrentHandlers?: number;
   logger: Logger;
   /** Sends one ack batch (over the session or HTTP); resolves to how many the bus took. */
   sendAcks: (ids: string[]) => Promise<number>;
@@ -33,11 +35,15 @@ export class Delivery {
   private asks = new Map<string, { resolve(s: Signal): void; reject(e: SignalbusError): void }>();
   private queue: Signal[] = [];
   private receivers: { take(s: Signal): void; fail(e: SignalbusError): void }[] = [];
-  private pumping = false;
+  private running = 0;
+  private readonly maxConcurrent: number;
   private ackBuffer: string[] = [];
 
   constructor(private readonly o: DeliveryOptions) {
     this.logger = o.logger;
+    const max = o.maxConcurrentHandlers ?? 1;
+    if (!Number.isInteger(max) || max < 1) throw new RangeError(`maxConcurrentHandlers must be an integer of at least 1, got ${String(max)}`);
+    this.maxConcurrent = max;
   }
 
   get acksWaiting(): boolean {
@@ -101,7 +107,7 @@ export class Delivery {
     const receiver = this.receivers.shift();
     if (receiver) receiver.take(sig);
     else this.queue.push(sig);
-    if (this.o.handler) void this.pump();
+    if (this.o.handler) this.pump();
   }
 
   private queueAck(id: string): void {
@@ -119,30 +125,38 @@ export class Delivery {
     if (ids.length) await this.o.sendAcks(ids);
   }
 
-  private async pump(): Promise<void> {
-    if (this.pumping || !this.o.handler) return;
-    this.pumping = true;
-    try {
-      while (this.queue.length && !this.closed) {
-        const sig = this.queue.shift() as Signal;
-        try {
-          await this.o.handler(sig);
-        } catch (e) {
-          this.logger.error(`the signal handler failed for ${sig.id}; not acked: it comes back on the next session`, e);
-          this.seen.delete(sig.id);
-          continue;
-        }
-        this.remember(sig.id, true);
-        if (this.o.autoAck) this.queueAck(sig.id);
-      }
-    } finally {
-      this.pumping = false;
+  /**
+   * Start handlers on queued signals, in arrival order, while fewer than `maxConcurrentHandlers`
+   * run (1: one after the other). Each is acked when its own handler returns.
+   */
+  private pump(): void {
+    const handler = this.o.handler;
+    if (!handler) return;
+    while (this.queue.length && !this.closed && this.running < this.maxConcurrent) {
+      const sig = this.queue.shift() as Signal;
+      this.running += 1;
+      void this.handle(handler, sig).finally(() => {
+        this.running -= 1;
+        this.pump();
+      });
     }
+  }
+
+  private async handle(handler: SignalHandler, sig: Signal): Promise<void> {
+    try {
+      await handler(sig);
+    } catch (e) {
+      this.logger.error(`the signal handler failed for ${sig.id}; not acked: it comes back on the next session`, e);
+      this.seen.delete(sig.id);
+      return;
+    }
+    this.remember(sig.id, true);
+    if (this.o.autoAck) this.queueAck(sig.id);
   }
 
   /** The next pushed signal (when there is no `onSignal` handler). Ack it with `ack`. */
   receive(timeoutMs?: number): Promise<Signal> {
-    if (this.o.handler) return Promise.reject(new InvalidRequest("this client has an onSignal handler: signals go there, not to receive()"));
+    if (this.o.handler) return Promise.reject(new UsageError("this client has an onSignal handler: signals go there, not to receive()"));
     const next = this.queue.shift();
     if (next) return Promise.resolve(next);
     if (this.closed) return Promise.reject(new ClientClosed("the client is closed"));
@@ -162,7 +176,7 @@ export class Delivery {
       if (timeoutMs !== undefined) {
         timer = setTimeout(() => {
           this.receivers = this.receivers.filter((r) => r !== receiver);
-          reject(new RequestTimeout(`no signal within ${timeoutMs} ms`));
+          reject(new RequestTimeout(`no signal within ${timeoutMs} ms`, { hint: "nothing arrived in time: call receive() again" }));
         }, timeoutMs);
       }
     });

@@ -20,8 +20,10 @@ export class SignalbusError extends Error {
   static readonly code: string = "error";
   static readonly hint: string = "";
   readonly code: string;
+  /** The §8 HTTP status of the code, whichever transport (HTTP or the session) carried the answer. */
   readonly status: number | undefined;
-  readonly hint: string;
+  /** What to do about it (the operation may replace the class's generic hint: `withHint`). */
+  hint: string;
   readonly details: ErrorDetails;
   /** The bus's message, without the code and hint. */
   readonly detail: string;
@@ -34,9 +36,46 @@ export class SignalbusError extends Error {
     this.name = new.target.name;
     this.code = code;
     this.hint = hint;
-    this.status = init.status;
+    this.status = init.status ?? HTTP_STATUS[code];
     this.details = { ...(init.details ?? {}) };
     this.detail = message;
+  }
+
+  /** Replace the hint (the operation knows better than the class what to do); returns this. */
+  withHint(hint: string): this {
+    this.hint = hint;
+    this.message = hint ? `${this.code}: ${this.detail} (${hint})` : `${this.code}: ${this.detail}`;
+    return this;
+  }
+}
+
+/**
+ * CONTRACT §8 (docs/http.md): the HTTP status of each bus error code. An error that came over the
+ * WebSocket session carries the same status as over HTTP, so `status` never depends on the transport.
+ */
+export const HTTP_STATUS: Readonly<Record<string, number>> = {
+  invalid_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  unknown_recipient: 404,
+  recipient_unavailable: 409,
+  already_registered: 409,
+  payload_too_large: 413,
+  rate_limited: 429,
+  internal: 500,
+  unavailable: 503,
+};
+
+/**
+ * A mistake in the calling code (`receive()` on a client with an `onSignal` handler, a timeout
+ * that is not positive, ...): a plain `Error` (name `UsageError`), never sent to the bus, never
+ * retried. Not a `SignalbusError`: fix the code.
+ */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
   }
 }
 
@@ -92,11 +131,11 @@ export class RateLimited extends SignalbusError {
 }
 export class Unavailable extends SignalbusError {
   static override readonly code = "unavailable";
-  static override readonly hint = "the bus took nothing: retry later with the same dedupe_key (or give the client a spool)";
+  static override readonly hint = "the bus took nothing: retry later";
 }
 export class InternalError extends SignalbusError {
   static override readonly code = "internal";
-  static override readonly hint = "the bus failed; retry later with the same dedupe_key and report it if it persists";
+  static override readonly hint = "the bus failed; retry later and report it if it persists";
 }
 /**
  * The bus could not be reached, or the connection dropped before an answer came. For a send the
@@ -111,14 +150,40 @@ export const NOTHING_SENT = "nothing was sent: retry once the bus is reachable";
 
 export class TransportError extends SignalbusError {
   static override readonly code: string = "transport";
-  static override readonly hint: string = "the outcome is unknown: retry with the same dedupe_key once the bus is reachable";
+  static override readonly hint: string = "the connection failed before an answer came: repeat the call once the bus is reachable";
   get dedupeKey(): string | undefined {
     return this.details.dedupe_key as string | undefined;
   }
 }
+/** No answer (or no signal, no session) in time. Its `name` is `"TimeoutError"`, as a DOM timeout's. */
 export class RequestTimeout extends TransportError {
   static override readonly code = "timeout";
-  static override readonly hint = "no answer in time, the outcome is unknown: retry with the same dedupe_key";
+  static override readonly hint = "no answer in time: repeat the call once the bus answers";
+  constructor(message: string, init: ErrorInit = {}) {
+    super(message, init);
+    this.name = "TimeoutError";
+  }
+}
+
+/** The hints of a send's failures: a send carries a dedupe_key, and retrying with it is safe. */
+const SEND_HINTS: Record<string, string> = {
+  transport: "the outcome is unknown: retry with the same dedupe_key once the bus is reachable",
+  timeout: "no answer in time, the outcome is unknown: retry with the same dedupe_key",
+  unavailable: "the bus took nothing: retry later with the same dedupe_key (or give the client a spool)",
+  internal: "the bus failed; retry later with the same dedupe_key and report it if it persists",
+};
+
+/**
+ * `e` with the send's hint (retry with the same dedupe_key) when its hint is its class's generic
+ * one; a hint an operation set ("nothing was sent") is kept.
+ */
+export function forSend<E>(e: E): E {
+  if (e instanceof SignalbusError) {
+    const hint = SEND_HINTS[e.code];
+    const generic = (e.constructor as unknown as { hint: string }).hint;
+    if (hint !== undefined && e.hint === generic) e.withHint(hint);
+  }
+  return e;
 }
 export class ClientClosed extends SignalbusError {
   static override readonly code = "closed";

@@ -15,7 +15,7 @@ export { Client } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
 export type { SignalHandler } from "./delivery.js";
-export type { WebSocketConstructor, WebSocketLike } from "./session.js";
+export type { ConnectionEvent, WebSocketConstructor, WebSocketLike } from "./session.js";
 export { AdminClient } from "./admin.js";
 export type { AdminOptions } from "./admin.js";
 export * from "./errors.js";

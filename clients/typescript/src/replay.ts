@@ -69,7 +69,7 @@ export class Replayer {
     const { ttl_seconds, ...rest } = request;
     const ttl = (ttl_seconds as number | undefined) ?? defaultTtl(String(request.type));
     const entry = await store.put(rest as SpoolRequest, { ttlSeconds: ttl, identity: this.session.identity ?? null, reason: `${err.code}: ${err.detail}` });
-    this.logger.warn(`the bus could not take the send (${err.code}): spooled as ${entry.name}, replayed when it is back`);
+    this.logger.debug(`the bus could not take the send (${err.code}): spooled as ${entry.name}, replayed when it is back`);
     this.wake();
     return { spooled: true, dedupeKey: entry.request.dedupe_key, entry: entry.name, reason: entry.reason, spooledAt: entry.spooledAt, ttlSeconds: entry.ttlSeconds };
   }
@@ -173,11 +173,11 @@ export class Replayer {
         }
         report.kept = entries.length - i;
         report.stoppedBy = err;
-        this.logger.info(`spool replay paused, ${report.kept} entries kept: ${err.message}`);
+        this.logger.debug(`spool replay paused, ${report.kept} entries kept: ${err.message}`);
         break;
       }
       await store.delete(entry.name);
-      this.logger.info(`replayed spooled send ${key} as signal ${result.signalId} (${result.publishPath})`);
+      this.logger.debug(`replayed spooled send ${key} as signal ${result.signalId} (${result.publishPath})`);
       report.replayed.push(result);
       await this.report(entry, result);
     }

@@ -22,6 +22,9 @@ export interface WebSocketLike {
   addEventListener(type: string, listener: (event: any) => void): void; // eslint-disable-line @typescript-eslint/no-explicit-any
   terminate?(): void;
 }
+/** The connection events a `Client` emits (`client.on(event, listener)`), in this order. */
+export type ConnectionEvent = "connected" | "disconnected" | "reconnected" | "closed";
+
 export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
 
 /** What the engine needs of the client's options, with the defaults applied by the facade. */
@@ -35,6 +38,7 @@ export interface SessionOptions {
   reconnectInitialMs: number;
   reconnectMaxMs: number;
   dedupeWindow: number;
+  maxConcurrentHandlers?: number;
   logger: Logger;
   WebSocket: WebSocketConstructor | undefined;
 }
@@ -61,6 +65,9 @@ export class Session {
   started = false;
   /** Told when a session opens (the facade wakes the spool replay). */
   onOpen: () => void = () => {};
+  /** Told each connection event, in order: connected, disconnected, reconnected, closed. */
+  onEvent: (event: ConnectionEvent) => void = () => {};
+  private closedTold = false;
 
   readonly url: string;
   readonly delivery: Delivery;
@@ -82,7 +89,7 @@ export class Session {
     private readonly o: SessionOptions,
   ) {
     this.url = api.url;
-    this.delivery = new Delivery({ handler: o.handler, autoAck: o.autoAck, dedupeWindow: o.dedupeWindow, logger: o.logger, sendAcks: (ids) => this.ackIds(ids) });
+    this.delivery = new Delivery({ handler: o.handler, autoAck: o.autoAck, dedupeWindow: o.dedupeWindow, maxConcurrentHandlers: o.maxConcurrentHandlers, logger: o.logger, sendAcks: (ids) => this.ackIds(ids) });
     this.wsCtor = o.WebSocket;
     this.logger = o.logger;
     this.identityHint = o.identity;
@@ -130,7 +137,9 @@ export class Session {
       if (this.closing) throw new ClientClosed("the client is closed");
       if (this.ws && this.welcome) return this.welcome;
       const left = deadline === undefined ? undefined : deadline - Date.now();
-      if (left !== undefined && left <= 0) throw new RequestTimeout(`no session with ${this.url} within ${timeoutMs} ms; still trying in the background`);
+      if (left !== undefined && left <= 0) throw new RequestTimeout(`no session with ${this.url} within ${timeoutMs} ms`, {
+          hint: "the client keeps trying in the background: check the url and that the bus is up, or waitConnected() again",
+        });
       await this.changed(left);
     }
   }
@@ -139,7 +148,7 @@ export class Session {
     const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
     while (this.ws) {
       const left = deadline === undefined ? undefined : deadline - Date.now();
-      if (left !== undefined && left <= 0) throw new RequestTimeout(`the session did not close within ${timeoutMs} ms`);
+      if (left !== undefined && left <= 0) throw new RequestTimeout(`the session did not close within ${timeoutMs} ms`, { hint: "the session is still open" });
       await this.changed(left);
     }
   }
@@ -172,6 +181,22 @@ export class Session {
     this.loops = [];
     this.failPending(new ClientClosed("the client was closed before the bus answered; the outcome is unknown"));
     this.delivery.failWaiters();
+    this.tellClosed();
+  }
+
+  /** Hand a connection event to the facade; a listener that throws is logged, never fatal. */
+  tell(event: ConnectionEvent): void {
+    try {
+      this.onEvent(event);
+    } catch (e) {
+      this.logger.error(`a "${event}" listener failed`, e);
+    }
+  }
+
+  private tellClosed(): void {
+    if (this.closedTold) return;
+    this.closedTold = true;
+    this.tell("closed");
   }
 
   dropConnection(): void {
@@ -199,6 +224,11 @@ export class Session {
 
   // -- session ----------------------------------------------------------------------------
 
+  /**
+   * Keep a session open. Logging is quiet: one warning when an open session is lost, debug per
+   * failed attempt, one info line when a session opens again; a refusal that `connect()` rejects
+   * with is not also logged above debug.
+   */
   private async supervise(): Promise<void> {
     let attempt = 0;
     while (!this.closing) {
@@ -209,18 +239,22 @@ export class Session {
         const err = e instanceof SignalbusError ? e : new TransportError(String((e as Error)?.message ?? e), { cause: e });
         if (FATAL.has(err.code)) {
           this.fatal = err;
-          this.logger.error(`the bus refused the session, not reconnecting: ${err.message}`);
+          this.tellClosed(); // given up for good
+          // In the background (a session was open): nobody is waiting to be told. Else connect() rejects with it.
+          if (this.sessionsOpened > 0) this.logger.warn(`the bus refused the session, not reconnecting: ${err.message}`);
+          else this.logger.debug(`the bus refused the session, not reconnecting: ${err.message}`);
           this.failPending(err);
           this.notify();
           return;
         }
-        this.logger.warn(`session to ${this.url} failed: ${err.message}`);
+        this.logger.debug(`session to ${this.url} failed: ${err.message}`);
       }
       if (this.closing) return;
+      if (opened) this.logger.warn(`lost the session to ${this.url}: reconnecting in the background`);
       attempt = opened ? 0 : attempt + 1;
       const ceiling = Math.min(this.o.reconnectMaxMs, this.o.reconnectInitialMs * 2 ** Math.min(attempt, 30));
       const delay = ceiling / 2 + (Math.random() * ceiling) / 2;
-      this.logger.info(`reconnecting to ${this.url} in ${Math.round(delay)} ms (attempt ${attempt + 1})`);
+      this.logger.debug(`reconnecting to ${this.url} in ${Math.round(delay)} ms (attempt ${attempt + 1})`);
       await this.sleep(delay);
     }
   }
@@ -274,12 +308,13 @@ export class Session {
           this.identityHint = this.welcome.identity;
           this.ws = ws;
           this.sessionsOpened += 1;
-          this.logger.info(`session ${this.welcome.sessionId} open as ${this.welcome.tenant}/${this.welcome.identity}`);
+          if (this.sessionsOpened > 1) this.logger.info(`reconnected to ${this.url}: session ${this.welcome.sessionId} as ${this.welcome.tenant}/${this.welcome.identity}`);
+          else this.logger.debug(`session ${this.welcome.sessionId} open as ${this.welcome.tenant}/${this.welcome.identity}`);
           const interval = Math.max(50, this.welcome.heartbeatIntervalMs);
           const silence = Math.max(2 * interval, 5000) + interval;
           heartbeat = setInterval(() => {
             if (Date.now() - this.lastRx > silence) {
-              this.logger.warn(`no frame from the bus for ${silence} ms: dropping the session and reconnecting`);
+              this.logger.debug(`no frame from the bus for ${silence} ms: dropping the session and reconnecting`);
               this.abort(ws);
               return;
             }
@@ -290,6 +325,7 @@ export class Session {
             }
           }, interval);
           this.notify();
+          this.tell(this.sessionsOpened > 1 ? "reconnected" : "connected");
           this.onOpen();
           return;
         }
@@ -303,9 +339,10 @@ export class Session {
         if (heartbeat) clearInterval(heartbeat);
         if (this.ws === ws) {
           this.ws = undefined;
-          this.logger.info(`session closed (code ${ev?.code} ${ev?.reason ?? ""})`);
+          if (!this.closing) this.tell("disconnected");
+          this.logger.debug(`session closed (code ${ev?.code} ${ev?.reason ?? ""})`);
         }
-        this.failPending(new TransportError("the session closed before the bus answered; the outcome is unknown: retry with the same dedupe_key"));
+        this.failPending(new TransportError("the session closed before the bus answered"));
         this.notify();
         resolve({ welcomed, code: ev?.code ?? 1006, reason: ev?.reason ?? "", error: lastError });
       });

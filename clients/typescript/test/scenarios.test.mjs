@@ -18,6 +18,9 @@ import {
   TransportError,
   Unauthorized,
   UnknownRecipient,
+  UsageError,
+  RequestTimeout,
+  forSend,
 } from "../dist/index.js";
 import { FileSpool } from "../dist/file-spool.js";
 import { binary, eventually, quiet, sleep, tokenFor, withBus } from "./harness.mjs";
@@ -117,7 +120,7 @@ test("S4 send every class to an offline recipient", () =>
       assert.ok(bounce instanceof RecipientUnavailable);
       assert.equal(bounce.recipientState, "not_available_offline");
       assert.match(bounce.signalId, UUID);
-      assert.equal(bounce.status, undefined); // answered over the session
+      assert.equal(bounce.status, 409); // answered over the session: the §8 status all the same (S22)
     } finally {
       await alice.close();
     }
@@ -544,4 +547,259 @@ test("S17 admin register, rotate, remove", () =>
       return;
     }
     await assert.rejects(client(bus, rotated.token).agents(), Unauthorized);
+  }));
+
+test("S20 usage errors are the language's own", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    const handled = client(bus, aliceTok, { onSignal: () => {} });
+    const alice = client(bus, aliceTok);
+    const never = client(bus, aliceTok);
+    try {
+      await handled.connect();
+      await assert.rejects(handled.receive(1000), (e) => e instanceof UsageError && e instanceof Error && !(e instanceof SignalbusError) && /onSignal/.test(e.message));
+      await alice.connect();
+      await assert.rejects(alice.ask("alice", "Question", {}, 0), (e) => e instanceof UsageError && !(e instanceof SignalbusError));
+      await assert.rejects(alice.ack(42), TypeError);
+      assert.throws(() => client(bus, aliceTok, { replayRate: 0 }), (e) => e instanceof RangeError && !(e instanceof SignalbusError));
+      // the never-connected ask stays a transport error (S19), not a usage error
+      await assert.rejects(never.ask("alice", "Question", {}, 1000), TransportError);
+    } finally {
+      await handled.close();
+      await alice.close();
+      await never.close();
+    }
+  }));
+
+test("S21 hints fit the operation", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    await tokenFor(admin, "bob");
+    const alice = client(bus, aliceTok);
+    try {
+      await alice.connect();
+      await assert.rejects(alice.receive(200), (e) => e.name === "TimeoutError" && e instanceof SignalbusError && !/dedupe_key/.test(e.message) && /receive\(\)/.test(e.hint));
+    } finally {
+      await alice.close();
+    }
+    const dead = client(bus, aliceTok, { identity: "alice" });
+    await bus.stop("SIGKILL");
+    try {
+      await assert.rejects(dead.connect(500), (e) => e.name === "TimeoutError" && !/dedupe_key/.test(e.message));
+      await assert.rejects(dead.recall("00000000-0000-4000-8000-000000000000"), (e) => e instanceof TransportError && !/dedupe_key/.test(e.message));
+      await assert.rejects(
+        dead.send("bob", "StatusUpdate", { n: 1 }, { spool: false, dedupeKey: "k-21" }),
+        (e) => e instanceof TransportError && e.dedupeKey === "k-21" && /nothing was sent/.test(e.hint),
+      );
+    } finally {
+      await dead.close();
+    }
+    await bus.start();
+    // a send whose outcome is unknown says to retry with its dedupe_key; other calls do not
+    assert.match(forSend(new TransportError("dropped")).hint, /same dedupe_key/);
+    assert.match(forSend(new RequestTimeout("slow")).hint, /same dedupe_key/);
+    assert.doesNotMatch(new TransportError("dropped").hint + new RequestTimeout("slow").hint, /dedupe_key/);
+  }));
+
+test("S22 status is the same over either transport", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    await tokenFor(admin, "bob"); // never connected: offline
+    const overWs = client(bus, aliceTok);
+    const http = client(bus, aliceTok);
+    try {
+      await overWs.connect();
+      for (const c of [overWs, http]) {
+        await assert.rejects(c.send("bob", "Blocker", { b: 1 }), (e) => e instanceof RecipientUnavailable && e.status === 409);
+        await assert.rejects(c.send("nobody", "StatusUpdate", {}), (e) => e instanceof UnknownRecipient && e.status === 404);
+        await assert.rejects(c.send("bob", "StatusUpdate", {}, { ttlSeconds: 0 }), (e) => e instanceof InvalidRequest && e.status === 400);
+        await assert.rejects(c.recordFact("bob", "seen", {}), (e) => e.code === "forbidden" && e.status === 403);
+      }
+    } finally {
+      await overWs.close();
+      await http.close();
+    }
+  }));
+
+test("S23 max concurrent handlers", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    const bobTok = await tokenFor(admin, "bob");
+    let release;
+    const released = new Promise((r) => (release = r));
+    let running = 0;
+    let peak = 0;
+    const started = [];
+    const done = [];
+    const handler = async (sig) => {
+      running += 1;
+      peak = Math.max(peak, running);
+      started.push(sig.payload.n);
+      try {
+        if (sig.payload.n === 0) await released; // the slow one
+        else await sleep(200);
+      } finally {
+        running -= 1;
+      }
+      done.push(sig.payload.n);
+    };
+    const alice = client(bus, aliceTok);
+    const bob = client(bus, bobTok, { onSignal: handler, maxConcurrentHandlers: 2 });
+    try {
+      await alice.connect();
+      await bob.connect();
+      const sent = [];
+      for (let n = 0; n < 5; n++) sent.push(await alice.send("bob", "StatusUpdate", { n }));
+      // the slow handler of n=0 does not hold back the others: they run beside it, one at a time
+      await eventually(() => [...done].sort().join() === "1,2,3,4", 10000, "the others handled");
+      assert.ok(!done.includes(0));
+      assert.equal(peak, 2);
+      assert.deepEqual(started, [0, 1, 2, 3, 4]); // started in arrival order
+      for (const res of sent.slice(1)) await eventually(() => acked(alice, res.signalId), 10000, "acked");
+      assert.equal((await alice.get(sent[0].signalId)).ackedAt, null);
+      release();
+      await eventually(() => acked(alice, sent[0].signalId), 10000, "the slow one acked");
+    } finally {
+      await bob.close();
+      await alice.close();
+    }
+    assert.equal(peak, 2);
+    // the default is one at a time, in arrival order
+    const order = [];
+    running = 0;
+    peak = 0;
+    const alice2 = client(bus, aliceTok);
+    const bob2 = client(bus, bobTok, {
+      onSignal: async (sig) => {
+        running += 1;
+        peak = Math.max(peak, running);
+        await sleep(50);
+        order.push(sig.payload.n);
+        running -= 1;
+      },
+    });
+    try {
+      await alice2.connect();
+      await bob2.connect();
+      for (let n = 0; n < 4; n++) await alice2.send("bob", "StatusUpdate", { n });
+      await eventually(() => order.length === 4, 10000, "four handled");
+    } finally {
+      await bob2.close();
+      await alice2.close();
+    }
+    assert.deepEqual([order, peak], [[0, 1, 2, 3], 1]);
+    assert.throws(() => client(bus, bobTok, { onSignal: handler, maxConcurrentHandlers: 0 }), RangeError);
+  }));
+
+test("S24 logging is quiet", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    await tokenFor(admin, "bob");
+    const lines = { debug: [], info: [], warn: [], error: [] };
+    const logger = Object.fromEntries(Object.keys(lines).map((level) => [level, (m) => lines[level].push(m)]));
+    const spoolDir = mkdtempSync(path.join(tmpdir(), "sbc-spool-"));
+    const alice = new Client(bus.url, aliceTok, { logger, spoolDir, reconnectInitialMs: 100, reconnectMaxMs: 300 });
+    try {
+      await alice.connect();
+      await assert.rejects(alice.send("nobody", "StatusUpdate", {}), UnknownRecipient); // raised to the caller: not also logged
+      assert.deepEqual([lines.info, lines.warn, lines.error], [[], [], []]);
+      await bus.stop("SIGKILL");
+      await alice.waitDisconnected(5000);
+      const spooled = await alice.send("bob", "TaskAssigned", { n: 1 }); // spooled: at debug only
+      assert.equal(spooled.spooled, true);
+      await sleep(1000); // several failed attempts
+      await bus.start();
+      await alice.waitConnected(20000);
+      const spool = await alice.spool();
+      await eventually(async () => (await spool.entries()).length === 0, 10000, "spool replayed");
+      assert.equal(lines.warn.length, 1, lines.warn.join("\n"));
+      assert.match(lines.warn[0], /lost the session/);
+      assert.equal(lines.info.length, 1, lines.info.join("\n"));
+      assert.match(lines.info[0], /reconnected/);
+      assert.deepEqual(lines.error, []);
+      assert.ok(lines.debug.filter((m) => /reconnecting to/.test(m)).length >= 2); // debug per retry
+      assert.ok(lines.debug.some((m) => /spooled as/.test(m)));
+    } finally {
+      await alice.close();
+    }
+    for (const level of Object.keys(lines)) lines[level] = [];
+    const bad = new Client(bus.url, "sb_not_a_token", { logger });
+    try {
+      await assert.rejects(bad.connect(5000), Unauthorized);
+    } finally {
+      await bad.close();
+    }
+    assert.deepEqual([lines.info, lines.warn, lines.error], [[], [], []]); // raised to the caller: not also logged
+  }));
+
+test("S25 connection events in order", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    const events = [];
+    const alice = client(bus, aliceTok, { reconnectInitialMs: 100, reconnectMaxMs: 500 });
+    for (const e of ["connected", "disconnected", "closed"]) alice.on(e, () => events.push(e));
+    alice.on("reconnected", async () => {
+      events.push("reconnected"); // an async listener works too
+    });
+    try {
+      await alice.connect();
+      assert.deepEqual(events, ["connected"]);
+      await bus.stop("SIGKILL");
+      await eventually(() => events.join() === "connected,disconnected", 10000, "disconnected");
+      await bus.start(); // same port, same data dir
+      await eventually(() => events.join() === "connected,disconnected,reconnected", 20000, "reconnected");
+    } finally {
+      await alice.close();
+    }
+    await alice.close(); // closed is told once
+    assert.deepEqual(events, ["connected", "disconnected", "reconnected", "closed"]);
+    // the bus refusing the token (rotate: 1008) is the end: disconnected, then closed
+    const erin = client(bus, await tokenFor(admin, "erin"));
+    const told = [];
+    erin.on("disconnected", () => told.push("disconnected")).on("closed", () => told.push("closed"));
+    try {
+      await erin.connect();
+      await admin.rotate("erin");
+      await eventually(() => told.join() === "disconnected,closed", 10000, "closed after 1008");
+    } finally {
+      await erin.close();
+    }
+    assert.deepEqual(told, ["disconnected", "closed"]);
+  }));
+
+test("S26 async iterator over signals", () =>
+  withBus(async (bus, admin) => {
+    const aliceTok = await tokenFor(admin, "alice");
+    const bobTok = await tokenFor(admin, "bob");
+    const alice = client(bus, aliceTok);
+    const bob = client(bus, bobTok);
+    try {
+      await alice.connect();
+      await bob.connect();
+      const got = [];
+      const consumer = (async () => {
+        for await (const sig of bob.signals()) {
+          got.push(sig);
+          await bob.ack(sig);
+        }
+      })();
+      const sent = [];
+      for (let n = 0; n < 3; n++) sent.push(await alice.send("bob", "StatusUpdate", { n }));
+      await eventually(() => got.length === 3, 10000, "three signals");
+      assert.deepEqual(got.map((s) => s.id), sent.map((r) => r.signalId));
+      await eventually(() => acked(alice, got[2].id), 10000, "acked");
+      await bob.close(); // ends the iteration
+      await consumer;
+    } finally {
+      await bob.close();
+      await alice.close();
+    }
+    const handled = client(bus, bobTok, { onSignal: () => {} });
+    try {
+      await assert.rejects(async () => {
+        for await (const _ of handled.signals()) void _;
+      }, UsageError);
+    } finally {
+      await handled.close();
+    }
   }));

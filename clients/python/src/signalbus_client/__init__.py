@@ -9,7 +9,7 @@ calls) → ``delivery`` (dedupe, dispatch, acks) → ``admin`` → ``http`` → 
 """
 
 from .admin import AdminClient
-from .client import Client
+from .client import Client, ConnectionCallback
 from .errors import (
     AlreadyRegistered,
     AskTimeout,
@@ -29,6 +29,7 @@ from .errors import (
     Unauthorized,
     Unavailable,
     UnknownRecipient,
+    UsageError,
 )
 from .replay import ReplayReport, SpoolExpired
 from .spool import Spool, SpoolEntry
@@ -51,11 +52,11 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AdminClient", "Agent", "AlreadyRegistered", "AskTimeout", "Client", "ClientClosed", "Fact",
+    "AdminClient", "Agent", "AlreadyRegistered", "AskTimeout", "Client", "ClientClosed", "ConnectionCallback", "Fact",
     "FactPage", "Forbidden", "InternalError", "InvalidRequest", "NotFound", "PayloadTooLarge",
     "PluginState", "ProtocolError", "RateLimited", "RecallResult", "RecipientUnavailable",
     "Registration", "ReplayReport", "RequestTimeout", "SendOutcome", "SendResult", "Signal",
     "SignalPage", "SignalRow", "SignalbusError", "Spool", "SpoolEntry", "SpoolExpired",
     "SpoolFull", "Spooled", "TransportError", "Unauthorized", "Unavailable", "UnknownRecipient",
-    "Welcome",
+    "UsageError", "Welcome",
 ]

@@ -10,15 +10,27 @@ and tested alone. The admin calls are ``admin.py``.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import time
 import uuid
-from typing import Any, Iterable, List, Mapping, Optional, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Union
 from urllib.parse import quote
 
 import httpx
 
 from .admin import AdminClient
-from .errors import NOTHING_SENT, AskTimeout, ClientClosed, TransportError, Unavailable, error_from_body
+from .errors import (
+    NOTHING_SENT,
+    AskTimeout,
+    ClientClosed,
+    SignalbusError,
+    TransportError,
+    Unavailable,
+    UsageError,
+    error_from_body,
+    for_send,
+)
 from .http import HttpApi, clean
 from .replay import Replayer, ReplayCallback, ReplayOutcome, ReplayReport, SpoolExpired
 from .delivery import Handler
@@ -40,6 +52,17 @@ from .types import (
     parse_time,
 )
 
+log = logging.getLogger("signalbus_client")
+
+# A connection event callback: called with no argument; may be a coroutine function.
+ConnectionCallback = Callable[[], Union[None, Awaitable[None]]]
+
+
+def _log_callback_failure(task: "asyncio.Future[Any]") -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("a connection event callback failed: %r", task.exception())
+
+
 # Names this module gave before the engine moved below it; ``signalbus_client`` exports them.
 __all__ = ["AdminClient", "Client", "Handler", "ReplayCallback", "ReplayOutcome", "ReplayReport", "SpoolExpired"]
 
@@ -52,6 +75,17 @@ class Client:
     signal once to ``on_signal`` (redeliveries are deduped by id in a bounded window) and acks
     it after the handler returns (``auto_ack``). Without ``on_signal``, read signals with
     ``await client.receive()`` and ack them yourself.
+
+    Connection events: ``on_connected`` (the first session opened), ``on_disconnected`` (an
+    open session was lost; the client reconnects by itself), ``on_reconnected`` (a session
+    opened again after a loss) and ``on_closed`` (the client stopped for good: ``close()``, or
+    the bus refused the token) are called in that order, with no argument (plain or ``async``
+    functions; one that raises is logged, never fatal).
+
+    ``max_concurrent_handlers`` (default 1) is how many handler calls may run at once. With 1,
+    signals are handled one after the other in the order they arrived; with more, they are
+    started in that order but may finish (and be acked) in any order — a slow handler no
+    longer holds back the next signal.
 
     Calls (send, recall, ack, fact) go over the session when it is open and over HTTP otherwise.
     With ``spool_dir``, a send the bus cannot take (unreachable, timeout, 503) is written to the
@@ -67,6 +101,7 @@ class Client:
         kind: Optional[str] = None,
         on_signal: Optional[Handler] = None,
         auto_ack: bool = True,
+        max_concurrent_handlers: int = 1,
         spool_dir: Optional[str] = None,
         spool_max_bytes: int = DEFAULT_MAX_BYTES,
         spool_max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
@@ -79,6 +114,10 @@ class Client:
         reconnect_initial: float = 0.5,
         reconnect_max: float = 30.0,
         dedupe_window: int = 10_000,
+        on_connected: Optional[ConnectionCallback] = None,
+        on_disconnected: Optional[ConnectionCallback] = None,
+        on_reconnected: Optional[ConnectionCallback] = None,
+        on_closed: Optional[ConnectionCallback] = None,
         http: Optional[httpx.AsyncClient] = None,
     ) -> None:
         if replay_rate <= 0:
@@ -97,6 +136,7 @@ class Client:
             reconnect_initial=reconnect_initial,
             reconnect_max=reconnect_max,
             dedupe_window=dedupe_window,
+            max_concurrent_handlers=max_concurrent_handlers,
         )
         self._delivery = self._session.delivery
         self.spool: Optional[Spool] = (
@@ -109,6 +149,26 @@ class Client:
         )
         if self._replayer is not None:
             self._session.on_open = self._replayer.wake
+        self._event_callbacks: Dict[str, ConnectionCallback] = {
+            name: cb
+            for name, cb in (
+                ("connected", on_connected),
+                ("disconnected", on_disconnected),
+                ("reconnected", on_reconnected),
+                ("closed", on_closed),
+            )
+            if cb is not None
+        }
+        self._session.on_event = self._on_event
+
+    def _on_event(self, event: str) -> None:
+        callback = self._event_callbacks.get(event)
+        if callback is None:
+            return
+        outcome = callback()
+        if inspect.isawaitable(outcome):
+            task = asyncio.ensure_future(outcome)
+            task.add_done_callback(_log_callback_failure)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -184,8 +244,21 @@ class Client:
         self._session.drop_connection()
 
     async def receive(self, timeout: Optional[float] = None) -> Signal:
-        """The next pushed signal (when no ``on_signal`` handler is set). Ack it with ``ack``."""
+        """The next pushed signal (when no ``on_signal`` handler is set). Ack it with ``ack``.
+        ``RequestTimeout`` (a ``TimeoutError``) when none came within ``timeout`` seconds;
+        ``UsageError`` (a ``ValueError``) on a client with an ``on_signal`` handler."""
         return await self._delivery.receive(timeout)
+
+    async def signals(self) -> AsyncIterator[Signal]:
+        """Every pushed signal, as they come: ``async for sig in client.signals(): ...`` (when no
+        ``on_signal`` handler is set; ack each with ``ack``, as after ``receive``). Ends when the
+        client closes. ``UsageError`` (a ``ValueError``) on a client with an ``on_signal`` handler."""
+        while True:
+            try:
+                sig = await self._delivery.receive(None)
+            except ClientClosed:
+                return
+            yield sig
 
     async def replay_spool(self) -> ReplayReport:
         """Replay the spool once (see ``Replayer.replay_spool``): newest first, at most
@@ -232,12 +305,14 @@ class Client:
             }
         )
         try:
-            return SendResult.from_json(await self._session.transmit_send(request), key)
-        except (TransportError, Unavailable) as exc:
+            answer = await self._session.transmit_send(request)
+        except SignalbusError as exc:
+            for_send(exc)  # the hint of a send: retry with the same dedupe_key
             sync = (delivery_class or default_class(type)) == "sync"
-            if self._replayer is None or not spool or sync:
+            if not isinstance(exc, (TransportError, Unavailable)) or self._replayer is None or not spool or sync:
                 raise
             return self._replayer.spool_send(request, exc)
+        return SendResult.from_json(answer, key)
 
     async def reply(self, to_signal: Signal, type: str, payload: Any = None, **kwargs: Any) -> SendOutcome:
         """Answer ``to_signal``: send to its sender with its ``correlation_id`` (an ``ask``
@@ -257,7 +332,10 @@ class Client:
         one (never connected, or lost) it raises ``TransportError`` at once and sends nothing.
         Never spooled: the send's typed error is raised at once (``RecipientUnavailable``,
         ``TransportError``, ``Unavailable``, ...). ``AskTimeout`` (with ``signal_id``) when no
-        reply comes within ``timeout`` seconds."""
+        reply comes within ``timeout`` seconds; ``UsageError`` (a ``ValueError``) for a
+        ``timeout`` that is not positive."""
+        if not timeout > 0:
+            raise UsageError(f"ask timeout must be a positive number of seconds, got {timeout!r}")
         if not self._session.connected:
             raise TransportError(
                 f"ask {type} to {to}: no open session with {self.url}, and the reply could only come over one "
@@ -297,11 +375,21 @@ class Client:
         """Ack delivered signals (or ids). Returns how many the bus took (ids that are not
         yours, not delivered or already acked are skipped by the bus)."""
         ids: List[str] = []
+
+        def one(item: Any) -> str:
+            if isinstance(item, Signal):
+                return item.id
+            if isinstance(item, str):
+                return item
+            raise TypeError(f"ack takes signals or signal ids (str), got {type(item).__name__}")
+
         for item in signals:
             if isinstance(item, (Signal, str)):
-                ids.append(item.id if isinstance(item, Signal) else item)
+                ids.append(one(item))
+            elif isinstance(item, Iterable):
+                ids.extend(one(s) for s in item)
             else:
-                ids.extend(s.id if isinstance(s, Signal) else s for s in item)
+                ids.append(one(item))
         return await self._delivery.ack(ids)
 
     async def inbox(self, *, limit: Optional[int] = None) -> List[Signal]:

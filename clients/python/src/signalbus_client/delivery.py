@@ -15,7 +15,7 @@ import logging
 from collections import OrderedDict
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Union
 
-from .errors import ClientClosed, InvalidRequest, RequestTimeout, SignalbusError
+from .errors import ClientClosed, RequestTimeout, SignalbusError, UsageError
 from .types import Signal
 
 log = logging.getLogger("signalbus_client")
@@ -33,8 +33,15 @@ class Delivery:
         auto_ack: bool,
         dedupe_window: int,
         send_acks: Callable[[List[str]], Awaitable[int]],
+        max_concurrent_handlers: int = 1,
     ) -> None:
+        if isinstance(max_concurrent_handlers, bool) or not isinstance(max_concurrent_handlers, int):
+            raise TypeError("max_concurrent_handlers must be an int")
+        if max_concurrent_handlers < 1:
+            raise UsageError(f"max_concurrent_handlers must be at least 1, got {max_concurrent_handlers}")
         self.handler = handler
+        self.max_concurrent_handlers = max_concurrent_handlers
+        self._running: "set[asyncio.Task[None]]" = set()
         self._auto_ack = auto_ack
         self._dedupe_window = max(1, dedupe_window)
         self._send_acks = send_acks
@@ -122,10 +129,25 @@ class Delivery:
             await self._send_acks(ids)
 
     async def dispatch(self) -> None:
+        """Hand each queued signal to the handler, starting them in arrival order with at most
+        ``max_concurrent_handlers`` running at once (1: one after the other). Each is acked when
+        its own handler returns; cancelled (with the handlers running) when the client closes."""
+        limit = asyncio.Semaphore(self.max_concurrent_handlers)
+        try:
+            while True:
+                sig = await self._inbox.get()
+                await limit.acquire()
+                task = asyncio.create_task(self._handle(sig, limit), name=f"signalbus-handler-{sig.id}")
+                self._running.add(task)
+                task.add_done_callback(self._running.discard)
+        finally:
+            for task in list(self._running):
+                task.cancel()
+
+    async def _handle(self, sig: Signal, limit: asyncio.Semaphore) -> None:
         handler = self.handler
         assert handler is not None
-        while True:
-            sig = await self._inbox.get()
+        try:
             try:
                 outcome = handler(sig)
                 if inspect.isawaitable(outcome):
@@ -135,15 +157,17 @@ class Delivery:
             except Exception:
                 log.exception("the signal handler failed for %s; not acked: it comes back on the next session", sig.id)
                 self._seen.pop(sig.id, None)
-                continue
+                return
             self._remember(sig.id, True)
             if self._auto_ack:
                 self._queue_ack(sig.id)
+        finally:
+            limit.release()
 
     async def receive(self, timeout: Optional[float] = None) -> Signal:
         """The next pushed signal (when no ``on_signal`` handler is set). Ack it with ``ack``."""
         if self.handler is not None:
-            raise InvalidRequest("this client has an on_signal handler: signals go there, not to receive()")
+            raise UsageError("this client has an on_signal handler: signals go there, not to receive()")
         if self._closing:
             raise ClientClosed("the client is closed")
         getter = asyncio.ensure_future(self._inbox.get())
@@ -158,4 +182,4 @@ class Delivery:
             return getter.result()
         if closed in done:
             raise ClientClosed("the client was closed while waiting for a signal")
-        raise RequestTimeout(f"no signal within {timeout}s")
+        raise RequestTimeout(f"no signal within {timeout}s", hint="nothing arrived in time: call receive() again")

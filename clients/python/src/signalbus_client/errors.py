@@ -32,12 +32,46 @@ class SignalbusError(Exception):
         if hint is not None:
             self.hint = hint
         self.message = message
-        self.status = status
+        # The §8 HTTP status of the code, whichever transport carried the answer.
+        self.status = status if status is not None else HTTP_STATUS.get(self.code)
         self.details: dict[str, Any] = dict(details or {})
-        text = f"{self.code}: {message}"
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        text = f"{self.code}: {self.message}"
         if self.hint:
             text += f" ({self.hint})"
-        super().__init__(text)
+        return text
+
+    def with_hint(self, hint: str) -> "SignalbusError":
+        """Replace the hint (the operation knows better than the class what to do); returns self."""
+        self.hint = hint
+        self.args = (self._text(),)
+        return self
+
+
+# CONTRACT §8 (docs/http.md): the HTTP status of each bus error code. An error that came over the
+# WebSocket session carries the same status as over HTTP, so ``.status`` never depends on the
+# transport.
+HTTP_STATUS: dict[str, int] = {
+    "invalid_request": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "unknown_recipient": 404,
+    "recipient_unavailable": 409,
+    "already_registered": 409,
+    "payload_too_large": 413,
+    "rate_limited": 429,
+    "internal": 500,
+    "unavailable": 503,
+}
+
+
+class UsageError(ValueError):
+    """A mistake in the calling code (``receive()`` on a client with an ``on_signal`` handler, a
+    non-positive timeout, ...): a ``ValueError``, never sent to the bus, never retried. Not a
+    ``SignalbusError``: fix the code."""
 
 
 class InvalidRequest(SignalbusError):
@@ -109,12 +143,12 @@ class RateLimited(SignalbusError):
 
 class Unavailable(SignalbusError):
     code = "unavailable"
-    hint = "the bus took nothing: retry later with the same dedupe_key (or give the client a spool_dir)"
+    hint = "the bus took nothing: retry later"
 
 
 class InternalError(SignalbusError):
     code = "internal"
-    hint = "the bus failed; retry later with the same dedupe_key and report it if it persists"
+    hint = "the bus failed; retry later and report it if it persists"
 
 
 # The hint of a TransportError raised before any byte reached the bus (no connection could be
@@ -125,19 +159,39 @@ NOTHING_SENT = "nothing was sent: retry once the bus is reachable"
 class TransportError(SignalbusError):
     """The bus could not be reached, or the connection dropped before an answer came. For a send
     the outcome is unknown: retry with the same ``dedupe_key`` (kept in ``details``), which
-    answers the original signal if it was stored."""
+    answers the original signal if it was stored (the send's hint says so)."""
 
     code = "transport"
-    hint = "the outcome is unknown: retry with the same dedupe_key once the bus is reachable"
+    hint = "the connection failed before an answer came: repeat the call once the bus is reachable"
 
     @property
     def dedupe_key(self) -> Optional[str]:
         return self.details.get("dedupe_key")
 
 
-class RequestTimeout(TransportError):
+class RequestTimeout(TransportError, TimeoutError):
+    """No answer (or no signal, no session) in time. Also a ``TimeoutError``."""
+
     code = "timeout"
-    hint = "no answer in time, the outcome is unknown: retry with the same dedupe_key"
+    hint = "no answer in time: repeat the call once the bus answers"
+
+
+# The hints of a send's failures: a send carries a dedupe_key, and retrying with it is safe.
+SEND_HINTS: dict[str, str] = {
+    "transport": "the outcome is unknown: retry with the same dedupe_key once the bus is reachable",
+    "timeout": "no answer in time, the outcome is unknown: retry with the same dedupe_key",
+    "unavailable": "the bus took nothing: retry later with the same dedupe_key (or give the client a spool_dir)",
+    "internal": "the bus failed; retry later with the same dedupe_key and report it if it persists",
+}
+
+
+def for_send(exc: SignalbusError) -> SignalbusError:
+    """``exc`` with the send's hint (retry with the same dedupe_key) when its hint is the class's
+    generic one; a hint an operation set (``nothing was sent``) is kept."""
+    hint = SEND_HINTS.get(exc.code)
+    if hint is not None and exc.hint == type(exc).hint:
+        exc.with_hint(hint)
+    return exc
 
 
 class ClientClosed(SignalbusError):

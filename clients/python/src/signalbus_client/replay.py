@@ -77,7 +77,7 @@ class Replayer:
         if ttl is None:
             ttl = default_ttl(str(request["type"]))
         entry = self.spool.put(request, ttl_seconds=int(ttl), identity=self._session.identity, reason=f"{exc.code}: {exc.message}")
-        log.warning("the bus could not take the send (%s): spooled as %s, replayed when it is back", exc.code, entry.name)
+        log.debug("the bus could not take the send (%s): spooled as %s, replayed when it is back", exc.code, entry.name)
         self._wakeup.set()
         return Spooled(
             dedupe_key=str(request["dedupe_key"]),
@@ -162,10 +162,10 @@ class Replayer:
                         continue
                     report.kept = len(entries) - index
                     report.stopped_by = exc
-                    log.info("spool replay paused, %d entries kept: %s", report.kept, exc)
+                    log.debug("spool replay paused, %d entries kept: %s", report.kept, exc)
                     break
                 self.spool.delete(entry)
-                log.info("replayed spooled send %s as signal %s (%s)", entry.dedupe_key, result.signal_id, result.publish_path)
+                log.debug("replayed spooled send %s as signal %s (%s)", entry.dedupe_key, result.signal_id, result.publish_path)
                 report.replayed.append(result)
                 await self._report(entry, result)
         return report

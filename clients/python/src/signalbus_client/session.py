@@ -66,6 +66,7 @@ class Session:
         reconnect_initial: float,
         reconnect_max: float,
         dedupe_window: int,
+        max_concurrent_handlers: int = 1,
     ) -> None:
         self.api = api
         self.url = api.url
@@ -78,6 +79,9 @@ class Session:
         self._identity = identity
         # Told when a session opens (the facade wakes the spool replay); set by the facade.
         self.on_open: Callable[[], None] = lambda: None
+        # Told each connection event, in order: connected, disconnected, reconnected, closed.
+        self.on_event: Callable[[str], None] = lambda event: None
+        self._closed_told = False
 
         self._ws: Optional[ClientConnection] = None
         self.welcome: Optional[Welcome] = None
@@ -86,7 +90,13 @@ class Session:
         self._pending: Dict[str, asyncio.Future[Dict[str, Any]]] = {}
         self._refs = 0
         self._tasks: List[asyncio.Task[Any]] = []
-        self.delivery = Delivery(handler=handler, auto_ack=auto_ack, dedupe_window=dedupe_window, send_acks=self._ack_ids)
+        self.delivery = Delivery(
+            handler=handler,
+            auto_ack=auto_ack,
+            dedupe_window=dedupe_window,
+            send_acks=self._ack_ids,
+            max_concurrent_handlers=max_concurrent_handlers,
+        )
         self._fatal: Optional[SignalbusError] = None
         self.closing = False
         self.started = False
@@ -131,7 +141,10 @@ class Session:
             self._state_changed.clear()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise RequestTimeout(f"no session with {self.url} within {timeout}s; still trying in the background")
+                raise RequestTimeout(
+                    f"no session with {self.url} within {timeout}s",
+                    hint="the client keeps trying in the background: check the url and that the bus is up, or wait_connected() again",
+                )
             try:
                 await asyncio.wait_for(self._state_changed.wait(), remaining)
             except asyncio.TimeoutError:
@@ -143,7 +156,7 @@ class Session:
             self._state_changed.clear()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise RequestTimeout(f"the session did not close within {timeout}s")
+                raise RequestTimeout(f"the session did not close within {timeout}s", hint="the session is still open")
             try:
                 await asyncio.wait_for(self._state_changed.wait(), remaining)
             except asyncio.TimeoutError:
@@ -172,6 +185,19 @@ class Session:
         await cancel_all(self._tasks)
         self._fail_pending(ClientClosed("the client was closed before the bus answered; the outcome is unknown"))
         self.delivery.fail_asks()
+        self.tell_closed()
+
+    def tell(self, event: str) -> None:
+        """Hand a connection event to the facade's callback; a callback that fails is logged."""
+        try:
+            self.on_event(event)
+        except Exception:  # noqa: BLE001 - the caller's callback: reported, never fatal
+            log.exception("the connection event callback failed on %r", event)
+
+    def tell_closed(self) -> None:
+        if not self._closed_told:
+            self._closed_told = True
+            self.tell("closed")
 
     def drop_connection(self) -> None:
         ws = self._ws
@@ -181,6 +207,9 @@ class Session:
     # -- the session -----------------------------------------------------------------------
 
     async def _supervise(self) -> None:
+        """Keep a session open. Logging is quiet: one WARNING when an open session is lost, DEBUG
+        per failed attempt, one INFO when a session opens again; a refusal ``connect()`` raises
+        to its caller is not also logged above DEBUG."""
         attempt = 0
         while not self.closing:
             opened = False
@@ -189,21 +218,27 @@ class Session:
             except SignalbusError as exc:
                 if isinstance(exc, (Unauthorized, InvalidRequest)) or exc.code == "forbidden":
                     self._fatal = exc
-                    log.error("the bus refused the session, not reconnecting: %s", exc)
+                    if self.sessions_opened:  # in the background: no caller is waiting to be told
+                        log.warning("the bus refused the session, not reconnecting: %s", exc)
+                    else:  # connect() / wait_connected() raises it
+                        log.debug("the bus refused the session, not reconnecting: %s", exc)
                     self._fail_pending(exc)
                     self._state_changed.set()
+                    self.tell_closed()  # given up for good
                     return
-                log.warning("session to %s failed: %s", self.url, exc)
+                log.debug("session to %s failed: %s", self.url, exc)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - reported, then reconnect
-                log.warning("session to %s failed: %r", self.url, exc)
+                log.debug("session to %s failed: %r", self.url, exc)
             if self.closing:
                 return
+            if opened:
+                log.warning("lost the session to %s: reconnecting in the background", self.url)
             attempt = 0 if opened else attempt + 1
             ceiling = min(self._reconnect_max, self._reconnect_initial * (2 ** min(attempt, 30)))
             delay = random.uniform(ceiling / 2, ceiling)
-            log.info("reconnecting to %s in %.2fs (attempt %d)", self.url, delay, attempt + 1)
+            log.debug("reconnecting to %s in %.2fs (attempt %d)", self.url, delay, attempt + 1)
             await asyncio.sleep(delay)
 
     async def _session(self) -> bool:
@@ -241,7 +276,11 @@ class Session:
             self.sessions_opened += 1
             self._connected.set()
             self._state_changed.set()
-            log.info("session %s open as %s/%s", self.welcome.session_id, self.welcome.tenant, self.welcome.identity)
+            self.tell("reconnected" if self.sessions_opened > 1 else "connected")
+            if self.sessions_opened > 1:
+                log.info("reconnected to %s: session %s as %s/%s", self.url, self.welcome.session_id, self.welcome.tenant, self.welcome.identity)
+            else:
+                log.debug("session %s open as %s/%s", self.welcome.session_id, self.welcome.tenant, self.welcome.identity)
             self.on_open()
             heartbeat = asyncio.create_task(self._heartbeat(ws, self.welcome.heartbeat_interval_ms / 1000))
             try:
@@ -257,7 +296,9 @@ class Session:
                 self._ws = None
                 self._connected.clear()
                 self._state_changed.set()
-            self._fail_pending(TransportError("the session closed before the bus answered; the outcome is unknown: retry with the same dedupe_key"))
+                if not self.closing:
+                    self.tell("disconnected")
+            self._fail_pending(TransportError("the session closed before the bus answered"))
             code = ws.close_code
             reason = ws.close_reason
             try:
@@ -265,7 +306,7 @@ class Session:
             except (asyncio.TimeoutError, ConnectionClosed, OSError):
                 pass
             if was_current:
-                log.info("session closed (code %s %s)", code, reason or "")
+                log.debug("session closed (code %s %s)", code, reason or "")
             if code == 1008:
                 raise Unauthorized(f"the bus closed the session with 1008 ({reason or 'token rotated or agent removed'})")
             if code == 1009:
@@ -303,7 +344,7 @@ class Session:
         while True:
             await asyncio.sleep(interval)
             if time.monotonic() - self._last_rx > silence_limit:
-                log.warning("no frame from the bus for %.1fs: dropping the session and reconnecting", silence_limit)
+                log.debug("no frame from the bus for %.1fs: dropping the session and reconnecting", silence_limit)
                 ws.transport.abort()
                 return
             try:
@@ -333,7 +374,7 @@ class Session:
                     raise
                 went_out = True
                 if dedupe_key:
-                    log.info("the session dropped during a send; retrying it over HTTP with the same dedupe_key %s", dedupe_key)
+                    log.debug("the session dropped during a send; retrying it over HTTP with the same dedupe_key %s", dedupe_key)
         try:
             return await via_http()
         except TransportError as exc:
