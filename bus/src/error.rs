@@ -34,7 +34,7 @@ pub enum Refusal {
     #[error("already delivered")]
     AlreadyDelivered,
     /// Past its `expires_at`, or expired on the stream; also a delivery that could not be
-    /// stored before the signal's `expires_at` (`EventBody::store_by`).
+    /// stored before the signal's `expires_at` (`acceptance::store_by`).
     #[error("expired")]
     Expired,
     #[error("recalled")]
@@ -89,7 +89,7 @@ pub enum Error {
     /// The embedded log's SQLite file failed.
     #[error("event log storage: {0}")]
     Sqlite(#[from] sqlx::Error),
-    /// The event would count only if stored before its deadline (`EventBody::store_by`: a
+    /// The event would count only if stored before its deadline (`acceptance::store_by`: a
     /// delivery before its signal's `expires_at`), and the stream stored it later or could not
     /// store it in time: nothing was accepted. `store` turns it into `Refusal::Expired`.
     #[error("the event could not be stored before its deadline; nothing was accepted")]

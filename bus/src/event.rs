@@ -280,7 +280,7 @@ pub struct SignalDelivered {
     #[serde(default)]
     pub redelivered: bool,
     /// The signal's `expires_at`, copied when the delivery was decided: a delivery stored at or
-    /// after it does not count (`EventBody::store_by`). `None` in events of older releases.
+    /// after it does not count (`acceptance::store_by`). `None` in events of older releases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
 }
@@ -335,20 +335,6 @@ pub struct PluginFactRecorded {
 }
 
 impl EventBody {
-    /// The instant before which this event must be stored to count, if it has one: a delivery
-    /// of any kind (a `signal.delivered`, or a `signal.sent` that records its push) stored at or
-    /// after its signal's `expires_at` would hand out an expired signal (CONTRACT §5: TTL fires
-    /// before delivery). One rule for every delivery path, enforced by both logs when they store
-    /// (JetStream voids a later copy for every reader, the embedded log refuses it), so a
-    /// decision taken in time but stored late never counts.
-    pub fn store_by(&self) -> Option<DateTime<Utc>> {
-        match self {
-            EventBody::SignalSent(s) if s.pushed_to.is_some() => Some(s.expires_at),
-            EventBody::SignalDelivered(d) => d.expires_at,
-            _ => None,
-        }
-    }
-
     /// The `type` name of this fact, as written on the stream.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -398,32 +384,6 @@ impl Event {
             accept_by: None,
             body,
         }
-    }
-
-    /// The `accept_by` a writer stamps on this event at `now`: `window` from now, but never at
-    /// or after the event's own `store_by`. The second value says which one bound it (`true`:
-    /// the event's deadline), so a writer can tell a void copy's cause.
-    pub fn acceptance_deadline(&self, now: DateTime<Utc>, window: chrono::Duration) -> (DateTime<Utc>, bool) {
-        let by = now + window;
-        match self.body.store_by() {
-            // "At or after" is void: the last instant that counts is just before the deadline.
-            Some(limit) if limit - chrono::Duration::nanoseconds(1) < by => {
-                (limit - chrono::Duration::nanoseconds(1), true)
-            }
-            _ => (by, false),
-        }
-    }
-
-    /// This event as a reader must see it, given when the stream stored it: `Voided` if that
-    /// was after the writer's `accept_by`. The stamp is consumed: readers see the event as its
-    /// writer built it.
-    pub fn as_stored_at(mut self, stored_at: DateTime<Utc>) -> Event {
-        if self.accept_by.take().is_some_and(|deadline| stored_at > deadline) {
-            let original_type = self.body.type_name().to_string();
-            let signal_id = self.body.signal_id();
-            self.body = EventBody::Voided(Voided { original_type, signal_id });
-        }
-        self
     }
 
     pub fn type_name(&self) -> &'static str {

@@ -17,6 +17,7 @@
 //! - `store`: load → decide → compare-and-set append, with retries.
 //! - `metrics`: the series this crate records.
 
+pub mod acceptance;
 pub mod agent;
 pub mod catalog;
 pub mod codec;

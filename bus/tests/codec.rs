@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use bus::acceptance::{as_stored_at, deadline, store_by};
 use bus::catalog::{Category, DeliveryClass};
 use bus::codec::{decode, encode};
 use bus::event::*;
@@ -158,10 +159,10 @@ fn an_event_stored_after_its_acceptance_deadline_reads_as_voided() {
     let decoded = decode(&encode(&event).unwrap()).unwrap();
     assert_eq!(decoded, event, "accept_by survives the codec");
 
-    let in_time = decoded.clone().as_stored_at(at + chrono::Duration::seconds(8));
+    let in_time = as_stored_at(decoded.clone(), at + chrono::Duration::seconds(8));
     assert_eq!(in_time.type_name(), "signal.sent");
     assert_eq!(in_time.accept_by, None, "readers see the event as its writer built it");
-    let late = decoded.as_stored_at(at + chrono::Duration::milliseconds(8001));
+    let late = as_stored_at(decoded, at + chrono::Duration::milliseconds(8001));
     match late.body {
         EventBody::Voided(v) => {
             assert_eq!(v.original_type, "signal.sent");
@@ -171,7 +172,7 @@ fn an_event_stored_after_its_acceptance_deadline_reads_as_voided() {
     }
     let mut unstamped = event.clone();
     unstamped.accept_by = None;
-    assert_eq!(unstamped.clone().as_stored_at(at + chrono::Duration::days(1)), unstamped, "no deadline, never void");
+    assert_eq!(as_stored_at(unstamped.clone(), at + chrono::Duration::days(1)), unstamped, "no deadline, never void");
 }
 
 #[test]
@@ -179,25 +180,25 @@ fn a_delivery_is_stamped_to_count_only_before_its_signal_expires() {
     let at = Utc.with_ymd_and_hms(2026, 11, 21, 12, 0, 0).unwrap();
     let window = chrono::Duration::seconds(8);
     let mut delivery = samples().into_iter().find(|e| e.type_name() == "signal.delivered").unwrap();
-    assert_eq!(delivery.acceptance_deadline(at, window), (at + window, false), "no expiry known: the window");
+    assert_eq!(deadline(&delivery, at, window), (at + window, false), "no expiry known: the window");
     if let EventBody::SignalDelivered(d) = &mut delivery.body {
         d.expires_at = Some(at + chrono::Duration::seconds(2));
     }
-    let (accept_by, capped) = delivery.acceptance_deadline(at, window);
+    let (accept_by, capped) = deadline(&delivery, at, window);
     assert!(capped && accept_by < at + chrono::Duration::seconds(2), "stored at its expiry, it must not count");
     let mut stamped = delivery.clone();
     stamped.accept_by = Some(accept_by);
-    assert!(matches!(stamped.as_stored_at(at + chrono::Duration::seconds(2)).body, EventBody::Voided(_)));
+    assert!(matches!(as_stored_at(stamped, at + chrono::Duration::seconds(2)).body, EventBody::Voided(_)));
     if let EventBody::SignalDelivered(d) = &mut delivery.body {
         d.expires_at = Some(at + chrono::Duration::hours(1));
     }
-    assert_eq!(delivery.acceptance_deadline(at, window), (at + window, false), "a later expiry leaves the window");
+    assert_eq!(deadline(&delivery, at, window), (at + window, false), "a later expiry leaves the window");
 
     // A send that records its own push is a delivery too; a plain send is not.
     let mut sent = samples().into_iter().find(|e| e.type_name() == "signal.sent").unwrap();
-    assert_eq!(sent.body.store_by(), None);
+    assert_eq!(store_by(&sent.body), None);
     let EventBody::SignalSent(s) = &mut sent.body else { unreachable!() };
     s.pushed_to = Some(Uuid::from_u128(1));
     let expires_at = s.expires_at;
-    assert_eq!(sent.body.store_by(), Some(expires_at));
+    assert_eq!(store_by(&sent.body), Some(expires_at));
 }

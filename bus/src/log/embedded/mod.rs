@@ -166,7 +166,7 @@ impl EventLog for EmbeddedLog {
         let body = codec::encode(event)?;
         let subject = self.inner.subjects.for_event(event);
         let (reply, answer) = oneshot::channel();
-        let store_by = event.body.store_by();
+        let store_by = crate::acceptance::store_by(&event.body);
         let req = AppendRequest { event_id: event.event_id, subject, body, expect, store_by, reply };
         self.inner.commands.send(Command::Append(req)).await.map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?

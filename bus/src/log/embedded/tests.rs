@@ -134,7 +134,7 @@ where
             subject: log.subjects().for_event(&event),
             body: crate::codec::encode(&event).unwrap(),
             expect: Expect::Any,
-            store_by: event.body.store_by(),
+            store_by: crate::acceptance::store_by(&event.body),
             reply,
         };
         log.inner.commands.send(Command::Append(req)).await.unwrap();

@@ -35,7 +35,7 @@ pub(super) struct AppendRequest {
     pub subject: String,
     pub body: Vec<u8>,
     pub expect: Expect,
-    /// The event's own deadline (`EventBody::store_by`): committed at or after it, it would not
+    /// The event's own deadline (`acceptance::store_by`): committed at or after it, it would not
     /// count, so it is refused instead (`Error::TooLate`).
     pub store_by: Option<chrono::DateTime<chrono::Utc>>,
     pub reply: oneshot::Sender<Result<Appended>>,

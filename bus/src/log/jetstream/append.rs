@@ -4,7 +4,7 @@
 //! expiries, session events):
 //!
 //! 1. The event is stamped `accept_by = now + ACCEPT_WINDOW` before its first publish, and
-//!    every reader voids it if the stream stores it after that instant (`Event::as_stored_at`).
+//!    every reader voids it if the stream stores it after that instant (`acceptance::as_stored_at`).
 //! 2. The same bytes (same `Nats-Msg-Id`) are published again whenever an attempt goes
 //!    unanswered; the stream's duplicate window makes a repeat of a stored event answer with the
 //!    original sequence. A compare-and-set that fails may have failed against our own earlier
@@ -73,7 +73,7 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
     let window = chrono::Duration::from_std(ACCEPT_WINDOW).expect("a small duration");
     // A delivery's deadline is its signal's `expires_at` when that comes first: stored later,
     // it would hand out an expired signal, so such a copy is void like any late one.
-    let (accept_by, capped) = event.acceptance_deadline(now, window);
+    let (accept_by, capped) = crate::acceptance::deadline(event, now, window);
     if accept_by <= now {
         return Err(Error::TooLate);
     }

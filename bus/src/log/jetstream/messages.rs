@@ -45,7 +45,7 @@ pub(super) fn stored(seq: u64, subject: &str, payload: &[u8], stored_at: time::O
         Err(e) => return Err(Error::Undecodable { seq, subject: subject.to_string(), reason: codec::reason(e) }),
     };
     let event = match chrono::DateTime::from_timestamp(stored_at.unix_timestamp(), stored_at.nanosecond()) {
-        Some(at) => event.as_stored_at(at),
+        Some(at) => crate::acceptance::as_stored_at(event, at),
         None => event,
     };
     Ok(Stored { seq, subject: subject.to_string(), event })
