@@ -11,8 +11,15 @@ use uuid::Uuid;
 
 use crate::catalog::{Category, DeliveryClass};
 
+mod directive;
+mod group;
 mod subjects;
 
+pub use directive::{
+    DirectiveCanceled, DirectiveCompleted, DirectiveDeclined, DirectiveExpired, DirectiveFailed, DirectiveProgressed,
+    DirectiveRequested, DirectiveStarted, DirectiveStatus,
+};
+pub use group::{GroupCreated, GroupDeleted, GroupMemberAdded, GroupMemberRemoved, GroupUpdated};
 pub use subjects::{Entity, Subjects};
 
 /// The schema version this binary writes.
@@ -147,6 +154,32 @@ pub enum EventBody {
     SignalRecalled(SignalRecalled),
     #[serde(rename = "plugin.fact_recorded")]
     PluginFactRecorded(PluginFactRecorded),
+    #[serde(rename = "directive.requested")]
+    DirectiveRequested(Box<DirectiveRequested>),
+    #[serde(rename = "directive.started")]
+    DirectiveStarted(DirectiveStarted),
+    #[serde(rename = "directive.progressed")]
+    DirectiveProgressed(DirectiveProgressed),
+    #[serde(rename = "directive.completed")]
+    DirectiveCompleted(DirectiveCompleted),
+    #[serde(rename = "directive.failed")]
+    DirectiveFailed(DirectiveFailed),
+    #[serde(rename = "directive.declined")]
+    DirectiveDeclined(DirectiveDeclined),
+    #[serde(rename = "directive.canceled")]
+    DirectiveCanceled(DirectiveCanceled),
+    #[serde(rename = "directive.expired")]
+    DirectiveExpired(DirectiveExpired),
+    #[serde(rename = "group.created")]
+    GroupCreated(GroupCreated),
+    #[serde(rename = "group.updated")]
+    GroupUpdated(GroupUpdated),
+    #[serde(rename = "group.deleted")]
+    GroupDeleted(GroupDeleted),
+    #[serde(rename = "group.member_added")]
+    GroupMemberAdded(GroupMemberAdded),
+    #[serde(rename = "group.member_removed")]
+    GroupMemberRemoved(GroupMemberRemoved),
     /// Never written: what a reader sees in place of an event the stream stored after its
     /// `accept_by` (see `Event::accept_by`). Every fold ignores it; it keeps the sequence
     /// gapless.
@@ -366,6 +399,19 @@ impl EventBody {
             EventBody::SignalExpired(_) => "signal.expired",
             EventBody::SignalRecalled(_) => "signal.recalled",
             EventBody::PluginFactRecorded(_) => "plugin.fact_recorded",
+            EventBody::DirectiveRequested(_) => "directive.requested",
+            EventBody::DirectiveStarted(_) => "directive.started",
+            EventBody::DirectiveProgressed(_) => "directive.progressed",
+            EventBody::DirectiveCompleted(_) => "directive.completed",
+            EventBody::DirectiveFailed(_) => "directive.failed",
+            EventBody::DirectiveDeclined(_) => "directive.declined",
+            EventBody::DirectiveCanceled(_) => "directive.canceled",
+            EventBody::DirectiveExpired(_) => "directive.expired",
+            EventBody::GroupCreated(_) => "group.created",
+            EventBody::GroupUpdated(_) => "group.updated",
+            EventBody::GroupDeleted(_) => "group.deleted",
+            EventBody::GroupMemberAdded(_) => "group.member_added",
+            EventBody::GroupMemberRemoved(_) => "group.member_removed",
             EventBody::Voided(_) => "event.voided",
         }
     }
@@ -379,6 +425,33 @@ impl EventBody {
             EventBody::SignalAcked(e) => Some(e.signal_id),
             EventBody::SignalExpired(e) => Some(e.signal_id),
             EventBody::SignalRecalled(e) => Some(e.signal_id),
+            _ => None,
+        }
+    }
+
+    /// The directive this fact is about, if any.
+    pub fn directive_id(&self) -> Option<Uuid> {
+        match self {
+            EventBody::DirectiveRequested(e) => Some(e.directive_id),
+            EventBody::DirectiveStarted(e) => Some(e.directive_id),
+            EventBody::DirectiveProgressed(e) => Some(e.directive_id),
+            EventBody::DirectiveCompleted(e) => Some(e.directive_id),
+            EventBody::DirectiveFailed(e) => Some(e.directive_id),
+            EventBody::DirectiveDeclined(e) => Some(e.directive_id),
+            EventBody::DirectiveCanceled(e) => Some(e.directive_id),
+            EventBody::DirectiveExpired(e) => Some(e.directive_id),
+            _ => None,
+        }
+    }
+
+    /// The group this fact is about, if any (with its `@`).
+    pub fn group(&self) -> Option<&str> {
+        match self {
+            EventBody::GroupCreated(e) => Some(&e.group),
+            EventBody::GroupUpdated(e) => Some(&e.group),
+            EventBody::GroupDeleted(e) => Some(&e.group),
+            EventBody::GroupMemberAdded(e) => Some(&e.group),
+            EventBody::GroupMemberRemoved(e) => Some(&e.group),
             _ => None,
         }
     }

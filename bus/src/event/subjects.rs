@@ -18,6 +18,9 @@ pub enum Entity<'a> {
     Plugin(&'a str),
     /// The ack batches of one recipient identity (`signals.acked`).
     Acks(&'a str),
+    Directive(Uuid),
+    /// A group, by its name with the `@`.
+    Group(&'a str),
 }
 
 /// Builds subjects under a prefix (one prefix per stream, so several streams can share a server).
@@ -49,6 +52,9 @@ impl Subjects {
             Entity::Session(id) => format!("{p}.{tenant}.sess.{}", id.simple()),
             Entity::Plugin(name) => format!("{p}.{tenant}.plugin.{}", subject_token(name)),
             Entity::Acks(identity) => format!("{p}.{tenant}.acks.{}", subject_token(identity)),
+            Entity::Directive(id) => format!("{p}.{tenant}.dir.{}", id.simple()),
+            // The `@` is dropped: every group name has one, and `~40` in each subject says nothing.
+            Entity::Group(name) => format!("{p}.{tenant}.group.{}", subject_token(name.trim_start_matches('@'))),
         }
     }
 
@@ -65,7 +71,11 @@ impl Subjects {
             EventBody::PluginFactRecorded(e) => Entity::Plugin(&e.plugin),
             EventBody::SignalsAcked(e) => Entity::Acks(&e.by),
             EventBody::Voided(v) => Entity::Signal(v.signal_id.unwrap_or_default()),
-            body => Entity::Signal(body.signal_id().expect("every other event is about a signal")),
+            body => match (body.directive_id(), body.group()) {
+                (Some(id), _) => Entity::Directive(id),
+                (_, Some(group)) => Entity::Group(group),
+                _ => Entity::Signal(body.signal_id().expect("every other event is about a signal")),
+            },
         };
         self.of(t, entity)
     }
