@@ -234,7 +234,7 @@ fn expire_at_the_deadline_from_either_open_state_only() {
 fn terminal_states_are_final() {
     let ends = [complete("bob"), fail("bob"), reject("bob"), cancel("alice")];
     for end in ends.iter() {
-        let ended = given(&[end.clone()]).0;
+        let ended = given(std::slice::from_ref(end)).0;
         assert!(ended.status.is_terminal());
         for next in [start("bob"), progress("bob", 1), complete("bob"), fail("bob"), reject("bob"), cancel("alice")] {
             let action = next.action();
