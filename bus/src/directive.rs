@@ -18,6 +18,10 @@
 //! declined starting) → `Forbidden`; the state does not allow the action → `InvalidTransition`;
 //! another candidate holds the claim → `AlreadyClaimed`.
 //!
+//! Declines: a candidate declines for itself (`Reject`); declining again records nothing (an
+//! idempotent repeat, answered with the directive as it is), and having declined it may no
+//! longer start, complete or fail the directive (`Forbidden`) while the others still may.
+//!
 //! The deadline counts once the bus records it: until `directive.expired` is appended the parties
 //! may still act, and the compare-and-set decides between a late completion and the expiry.
 

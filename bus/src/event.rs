@@ -428,33 +428,6 @@ impl EventBody {
             _ => None,
         }
     }
-
-    /// The directive this fact is about, if any.
-    pub fn directive_id(&self) -> Option<Uuid> {
-        match self {
-            EventBody::DirectiveRequested(e) => Some(e.directive_id),
-            EventBody::DirectiveStarted(e) => Some(e.directive_id),
-            EventBody::DirectiveProgressed(e) => Some(e.directive_id),
-            EventBody::DirectiveCompleted(e) => Some(e.directive_id),
-            EventBody::DirectiveFailed(e) => Some(e.directive_id),
-            EventBody::DirectiveDeclined(e) => Some(e.directive_id),
-            EventBody::DirectiveCanceled(e) => Some(e.directive_id),
-            EventBody::DirectiveExpired(e) => Some(e.directive_id),
-            _ => None,
-        }
-    }
-
-    /// The group this fact is about, if any (with its `@`).
-    pub fn group(&self) -> Option<&str> {
-        match self {
-            EventBody::GroupCreated(e) => Some(&e.group),
-            EventBody::GroupUpdated(e) => Some(&e.group),
-            EventBody::GroupDeleted(e) => Some(&e.group),
-            EventBody::GroupMemberAdded(e) => Some(&e.group),
-            EventBody::GroupMemberRemoved(e) => Some(&e.group),
-            _ => None,
-        }
-    }
 }
 
 impl Event {

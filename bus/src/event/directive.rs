@@ -10,6 +10,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::EventBody;
+
 /// Where a directive stands; also the `status` of the directive object and of its read model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -157,4 +159,21 @@ pub struct DirectiveExpired {
     pub directive_id: Uuid,
     pub deadline: DateTime<Utc>,
     pub at: DateTime<Utc>,
+}
+
+impl EventBody {
+    /// The directive this fact is about, if any.
+    pub fn directive_id(&self) -> Option<Uuid> {
+        match self {
+            EventBody::DirectiveRequested(e) => Some(e.directive_id),
+            EventBody::DirectiveStarted(e) => Some(e.directive_id),
+            EventBody::DirectiveProgressed(e) => Some(e.directive_id),
+            EventBody::DirectiveCompleted(e) => Some(e.directive_id),
+            EventBody::DirectiveFailed(e) => Some(e.directive_id),
+            EventBody::DirectiveDeclined(e) => Some(e.directive_id),
+            EventBody::DirectiveCanceled(e) => Some(e.directive_id),
+            EventBody::DirectiveExpired(e) => Some(e.directive_id),
+            _ => None,
+        }
+    }
 }

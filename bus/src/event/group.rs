@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::EventBody;
+
 /// A group was created (or created again after a delete, with no members).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupCreated {
@@ -43,4 +45,18 @@ pub struct GroupMemberRemoved {
     pub identity: String,
     /// The admin, the identity itself when it left, or `signalbus` when the agent was removed.
     pub by: String,
+}
+
+impl EventBody {
+    /// The group this fact is about, if any (with its `@`).
+    pub fn group(&self) -> Option<&str> {
+        match self {
+            EventBody::GroupCreated(e) => Some(&e.group),
+            EventBody::GroupUpdated(e) => Some(&e.group),
+            EventBody::GroupDeleted(e) => Some(&e.group),
+            EventBody::GroupMemberAdded(e) => Some(&e.group),
+            EventBody::GroupMemberRemoved(e) => Some(&e.group),
+            _ => None,
+        }
+    }
 }
