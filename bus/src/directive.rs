@@ -41,7 +41,7 @@ pub use create::{
     candidates, directive_id_for, idempotent_repeat, CreateDirective, DEFAULT_DEADLINE_SECONDS, MAX_DEADLINE_SECONDS,
     MAX_IDEMPOTENCY_KEY_CHARS, MAX_OBJECT_BYTES, MAX_TEXT_CHARS,
 };
-pub use lifecycle::{lifecycle_signals, requests_to_recall, LifecycleSignal, BUS_IDENTITY};
+pub use lifecycle::{lifecycle_signals, requested_signal_id, requests_to_recall, LifecycleSignal, BUS_IDENTITY};
 
 /// The claimer's latest progress report.
 #[derive(Debug, Clone, PartialEq)]
@@ -254,8 +254,11 @@ pub fn decide(state: &DirectiveState, command: &DirectiveCommand, now: DateTime<
         })]);
     }
     if !state.is_candidate(by) {
-        let who =
-            if req.assignee.starts_with('@') { format!("a member of {}", req.assignee) } else { req.assignee.clone() };
+        let who = if req.assignee.starts_with('@') {
+            format!("a member of {} (other than its issuer)", req.assignee)
+        } else {
+            req.assignee.clone()
+        };
         return Err(DomainError::Forbidden(format!(
             "only {who} may {} this directive; its issuer may cancel it",
             command.action()

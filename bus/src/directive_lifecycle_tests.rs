@@ -32,6 +32,11 @@ fn a_request_goes_to_each_candidate_as_a_task_until_the_deadline() {
     );
     assert_eq!(signals[0].expires_at, t0() + Duration::hours(1));
     assert_eq!(signals[0].correlation_id, id().to_string());
+    let req = Given(DirectiveState::default()).when(create(create_to("bob", &[]))).after.requested.unwrap();
+    let key = signals[0].dedupe_key.clone();
+    assert_eq!(key, format!("{}:DirectiveRequested:bob", id().simple()));
+    let sent_as = crate::send::signal_id_for("default", "alice", Some(&key));
+    assert_eq!(requested_signal_id("default", &req, "bob"), sent_as, "a recall names the signal the send made");
     assert_eq!(signals[0].payload["status"], "requested");
     assert_eq!(signals[0].delivery_class, crate::catalog::DeliveryClass::Async);
     assert!(recalls.is_empty());

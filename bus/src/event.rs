@@ -2,9 +2,9 @@
 //! (seeds/000 "Signal envelope"); `subjects` names the subject each event is stored under.
 //!
 //! Deliberately does not decide whether an event may happen (`signal.rs`, `send.rs`,
-//! `directive.rs`, `group.rs` do) nor
-//! how it is stored (`log/`). Adding an optional field is compatible (named-field MessagePack,
-//! `#[serde(default)]`); renaming or removing one is a new `schema_version`.
+//! `directive.rs`, `group.rs` do) nor how it is stored (`log/`). Adding an optional field is
+//! compatible (named-field MessagePack, `#[serde(default)]`); renaming or removing one is a new
+//! `schema_version`.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -7,10 +7,12 @@
 
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
+use uuid::Uuid;
 
 use super::DirectiveState;
 use crate::catalog::{Category, DeliveryClass};
-use crate::event::EventBody;
+use crate::event::{DirectiveRequested, EventBody};
+use crate::send::signal_id_for;
 
 /// `from` of the signals the bus sends on its own behalf (an expiry).
 pub const BUS_IDENTITY: &str = "signalbus";
@@ -31,7 +33,20 @@ pub struct LifecycleSignal {
     pub category: Category,
     pub priority: i16,
     pub correlation_id: String,
+    /// `<directive_id>:<signal_type>:<to>`: sending it as the signal's dedupe key makes a
+    /// retried send a repeat, and names the signal (`requested_signal_id`) for a recall.
+    pub dedupe_key: String,
     pub payload: Value,
+}
+
+fn dedupe_key(directive_id: Uuid, signal_type: &str, to: &str) -> String {
+    format!("{}:{signal_type}:{to}", directive_id.simple())
+}
+
+/// The id of the `DirectiveRequested` signal handed to `to`, when lifecycle signals are sent
+/// with their `dedupe_key` from the issuer (`send::signal_id_for`): what a recall names.
+pub fn requested_signal_id(tenant: &str, req: &DirectiveRequested, to: &str) -> Uuid {
+    signal_id_for(tenant, &req.issuer, Some(&dedupe_key(req.directive_id, "DirectiveRequested", to)))
 }
 
 const HOUR: u64 = 3600;
@@ -70,7 +85,6 @@ pub fn lifecycle_signals(after: &DirectiveState, event: &EventBody) -> Vec<Lifec
     to.into_iter()
         .map(|to| LifecycleSignal {
             from: from.clone(),
-            to,
             signal_type,
             delivery_class: DeliveryClass::Async,
             ttl_seconds: ttl,
@@ -78,6 +92,8 @@ pub fn lifecycle_signals(after: &DirectiveState, event: &EventBody) -> Vec<Lifec
             category,
             priority: category.priority(),
             correlation_id: req.directive_id.to_string(),
+            dedupe_key: dedupe_key(req.directive_id, signal_type, &to),
+            to,
             payload: payload.clone(),
         })
         .collect()
