@@ -231,6 +231,17 @@ fn expire_at_the_deadline_from_either_open_state_only() {
 }
 
 #[test]
+fn statuses_read_as_written() {
+    for st in ["requested", "started", "completed", "failed", "rejected", "canceled", "expired"] {
+        assert_eq!(DirectiveStatus::parse(st).map(|s| s.as_str()), Some(st));
+    }
+    assert_eq!(DirectiveStatus::parse("absent"), None);
+    assert_eq!(DirectiveStatus::parse("open"), None, "open is a filter over two statuses");
+    assert!(DirectiveStatus::Started.is_open() && DirectiveStatus::Expired.is_terminal());
+    assert!(!DirectiveStatus::Absent.is_open() && !DirectiveStatus::Absent.is_terminal());
+}
+
+#[test]
 fn terminal_states_are_final() {
     let ends = [complete("bob"), fail("bob"), reject("bob"), cancel("alice")];
     for end in ends.iter() {

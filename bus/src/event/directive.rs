@@ -42,6 +42,12 @@ impl DirectiveStatus {
         }
     }
 
+    /// A status as a filter names it (`?status=started`); `absent` is no status anyone asks for.
+    pub fn parse(s: &str) -> Option<Self> {
+        use DirectiveStatus::*;
+        [Requested, Started, Completed, Failed, Rejected, Canceled, Expired].into_iter().find(|st| st.as_str() == s)
+    }
+
     /// Requested or started: it may still end.
     pub fn is_open(self) -> bool {
         matches!(self, DirectiveStatus::Requested | DirectiveStatus::Started)
