@@ -3,6 +3,8 @@
 //!
 //! Deliberately does not map to HTTP statuses or wire codes: that is the gateway's job.
 
+use crate::event::DirectiveStatus;
+
 /// A command the rules refuse. Pure: produced by `decide`, never by I/O.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DomainError {
@@ -26,6 +28,21 @@ pub enum DomainError {
     /// The command does not apply in the signal's current state (the reason says which).
     #[error("refused: {0}")]
     Refused(Refusal),
+    /// A directive that does not exist, or that the caller is no party to (ids cannot be probed).
+    #[error("directive not found")]
+    UnknownDirective,
+    /// A directive transition its current state does not allow.
+    #[error("the directive is {status}: {action} is not allowed")]
+    InvalidTransition { status: DirectiveStatus, action: &'static str },
+    /// A group member acting on a directive another member claimed.
+    #[error("the directive is claimed by {claimed_by}")]
+    AlreadyClaimed { claimed_by: String },
+    /// An idempotency key repeated with another `to`, `type` or `params`.
+    #[error("idempotency_key was used for directive {directive_id} with another to, type or params")]
+    IdempotencyConflict { directive_id: uuid::Uuid },
+    /// A group that does not exist (never created, or deleted).
+    #[error("no group {0:?}")]
+    UnknownGroup(String),
 }
 
 /// Why a command does not apply to a signal in its current state.

@@ -1,18 +1,28 @@
 //! The event catalog: every fact signalbus records, in the past tense, wrapped in one envelope
 //! (seeds/000 "Signal envelope"); `subjects` names the subject each event is stored under.
 //!
-//! Deliberately does not decide whether an event may happen (`signal.rs`, `send.rs` do) nor
-//! how it is stored (`log/`). Adding an optional field is compatible (named-field MessagePack,
-//! `#[serde(default)]`); renaming or removing one is a new `schema_version`.
+//! Deliberately does not decide whether an event may happen (`signal.rs`, `send.rs`,
+//! `directive.rs`, `group.rs` do) nor how it is stored (`log/`). Adding an optional field is
+//! compatible (named-field MessagePack, `#[serde(default)]`); renaming or removing one is a new
+//! `schema_version`.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::catalog::{Category, DeliveryClass};
-
+mod directive;
+mod group;
+mod signal;
 mod subjects;
 
+pub use directive::{
+    DirectiveCanceled, DirectiveCompleted, DirectiveDeclined, DirectiveExpired, DirectiveFailed, DirectiveProgressed,
+    DirectiveRequested, DirectiveStarted, DirectiveStatus,
+};
+pub use group::{GroupCreated, GroupDeleted, GroupMemberAdded, GroupMemberRemoved, GroupUpdated};
+pub use signal::{
+    SignalAcked, SignalBounced, SignalDelivered, SignalExpired, SignalRecalled, SignalSent, SignalsAcked,
+};
 pub use subjects::{Entity, Subjects};
 
 /// The schema version this binary writes.
@@ -147,6 +157,32 @@ pub enum EventBody {
     SignalRecalled(SignalRecalled),
     #[serde(rename = "plugin.fact_recorded")]
     PluginFactRecorded(PluginFactRecorded),
+    #[serde(rename = "directive.requested")]
+    DirectiveRequested(Box<DirectiveRequested>),
+    #[serde(rename = "directive.started")]
+    DirectiveStarted(DirectiveStarted),
+    #[serde(rename = "directive.progressed")]
+    DirectiveProgressed(DirectiveProgressed),
+    #[serde(rename = "directive.completed")]
+    DirectiveCompleted(DirectiveCompleted),
+    #[serde(rename = "directive.failed")]
+    DirectiveFailed(DirectiveFailed),
+    #[serde(rename = "directive.declined")]
+    DirectiveDeclined(DirectiveDeclined),
+    #[serde(rename = "directive.canceled")]
+    DirectiveCanceled(DirectiveCanceled),
+    #[serde(rename = "directive.expired")]
+    DirectiveExpired(DirectiveExpired),
+    #[serde(rename = "group.created")]
+    GroupCreated(GroupCreated),
+    #[serde(rename = "group.updated")]
+    GroupUpdated(GroupUpdated),
+    #[serde(rename = "group.deleted")]
+    GroupDeleted(GroupDeleted),
+    #[serde(rename = "group.member_added")]
+    GroupMemberAdded(GroupMemberAdded),
+    #[serde(rename = "group.member_removed")]
+    GroupMemberRemoved(GroupMemberRemoved),
     /// Never written: what a reader sees in place of an event the stream stored after its
     /// `accept_by` (see `Event::accept_by`). Every fold ignores it; it keeps the sequence
     /// gapless.
@@ -211,119 +247,6 @@ pub struct SessionClosed {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SignalSent {
-    pub signal_id: Uuid,
-    pub from: String,
-    pub to: String,
-    pub signal_type: String,
-    pub category: Category,
-    pub priority: i16,
-    /// The (redacted) payload as JSON text, stored verbatim so read models can keep it as jsonb.
-    pub payload: String,
-    pub delivery_class: DeliveryClass,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-    pub recipient_state: RecipientState,
-    pub publish_path: PublishPath,
-    #[serde(default)]
-    pub correlation_id: Option<String>,
-    #[serde(default)]
-    pub dedupe_key: Option<String>,
-    #[serde(default)]
-    pub redacted: Vec<String>,
-    /// The session the send resolved to (the recipient's freshest live session), as the send
-    /// answered it; `None` when queued offline. Recorded so a dedupe repeat answers the same.
-    #[serde(default)]
-    pub resolved_to_session: Option<Uuid>,
-    /// Set when this one event records the send **and** its delivery: the sending gateway held
-    /// the recipient's session, reserved room in its queue before appending, and queues the push
-    /// as soon as this append is accepted (`delivered_via: ws_push` to this session). Such a
-    /// signal is born delivered: nothing can have recalled or expired it before its first event,
-    /// so no compare-and-set is lost by skipping the separate `signal.delivered`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pushed_to: Option<Uuid>,
-}
-
-impl SignalSent {
-    /// The delivery this send recorded in the same event, if it did (`pushed_to`).
-    pub fn delivery(&self) -> Option<SignalDelivered> {
-        self.pushed_to.map(|session_id| SignalDelivered {
-            signal_id: self.signal_id,
-            to: self.to.clone(),
-            via: DeliveredVia::WsPush,
-            session_id: Some(session_id),
-            redelivered: false,
-            expires_at: Some(self.expires_at),
-        })
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SignalBounced {
-    pub signal_id: Uuid,
-    pub from: String,
-    pub to: String,
-    pub signal_type: String,
-    pub delivery_class: DeliveryClass,
-    pub recipient_state: RecipientState,
-    #[serde(default)]
-    pub dedupe_key: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SignalDelivered {
-    pub signal_id: Uuid,
-    pub to: String,
-    pub via: DeliveredVia,
-    #[serde(default)]
-    pub session_id: Option<Uuid>,
-    #[serde(default)]
-    pub redelivered: bool,
-    /// The signal's `expires_at`, copied when the delivery was decided: a delivery stored at or
-    /// after it does not count (`acceptance::store_by`). `None` in events of older releases.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<DateTime<Utc>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SignalAcked {
-    pub signal_id: Uuid,
-    pub by: String,
-    #[serde(default)]
-    pub session_id: Option<Uuid>,
-}
-
-/// A batch of acks by one recipient, stored on its identity's acks subject rather than on each
-/// signal's: an ack decides nothing (no outcome to win, CONTRACT §5), so it needs no
-/// per-signal compare-and-set, and one append records a whole batch. Only signals delivered
-/// to `by` are listed (the writer checked); an id listed twice, or in two batches, keeps its
-/// first `acked_at`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SignalsAcked {
-    pub by: String,
-    /// The WebSocket session that acked; `None` for HTTP and MCP acks.
-    #[serde(default)]
-    pub session_id: Option<Uuid>,
-    pub signal_ids: Vec<Uuid>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SignalExpired {
-    pub signal_id: Uuid,
-    pub expires_at: DateTime<Utc>,
-    /// Expired before its TTL because its sync push could not complete promptly (the sender
-    /// was answered `recipient_unavailable`, so it must never be delivered later).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub undeliverable: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SignalRecalled {
-    pub signal_id: Uuid,
-    pub by: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginFactRecorded {
     pub plugin: String,
     /// Bus-assigned, monotonic per (tenant, plugin), from 1.
@@ -352,6 +275,19 @@ impl EventBody {
             EventBody::SignalExpired(_) => "signal.expired",
             EventBody::SignalRecalled(_) => "signal.recalled",
             EventBody::PluginFactRecorded(_) => "plugin.fact_recorded",
+            EventBody::DirectiveRequested(_) => "directive.requested",
+            EventBody::DirectiveStarted(_) => "directive.started",
+            EventBody::DirectiveProgressed(_) => "directive.progressed",
+            EventBody::DirectiveCompleted(_) => "directive.completed",
+            EventBody::DirectiveFailed(_) => "directive.failed",
+            EventBody::DirectiveDeclined(_) => "directive.declined",
+            EventBody::DirectiveCanceled(_) => "directive.canceled",
+            EventBody::DirectiveExpired(_) => "directive.expired",
+            EventBody::GroupCreated(_) => "group.created",
+            EventBody::GroupUpdated(_) => "group.updated",
+            EventBody::GroupDeleted(_) => "group.deleted",
+            EventBody::GroupMemberAdded(_) => "group.member_added",
+            EventBody::GroupMemberRemoved(_) => "group.member_removed",
             EventBody::Voided(_) => "event.voided",
         }
     }
@@ -406,8 +342,40 @@ impl Subjects {
             EventBody::PluginFactRecorded(e) => Entity::Plugin(&e.plugin),
             EventBody::SignalsAcked(e) => Entity::Acks(&e.by),
             EventBody::Voided(v) => Entity::Signal(v.signal_id.unwrap_or_default()),
-            body => Entity::Signal(body.signal_id().expect("every other event is about a signal")),
+            body => match (body.directive_id(), body.group()) {
+                (Some(id), _) => Entity::Directive(id),
+                (_, Some(group)) => Entity::Group(group),
+                _ => Entity::Signal(body.signal_id().expect("every other event is about a signal")),
+            },
         };
         self.of(t, entity)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+
+    fn subject(body: EventBody) -> String {
+        Subjects::new("sb").for_event(&Event::new("default", None, Utc::now(), body))
+    }
+
+    #[test]
+    fn every_event_of_a_directive_or_a_group_shares_its_entitys_subject() {
+        let id = Uuid::from_u128(0x3333);
+        let started =
+            EventBody::DirectiveStarted(DirectiveStarted { directive_id: id, by: "bob".into(), at: Utc::now() });
+        assert_eq!(subject(started), format!("sb.default.dir.{}", id.simple()));
+        let added = EventBody::GroupMemberAdded(GroupMemberAdded {
+            group: "@build.ci".into(),
+            identity: "bob".into(),
+            added_by: "admin".into(),
+        });
+        let updated =
+            EventBody::GroupUpdated(GroupUpdated { group: "@build.ci".into(), self_join: true, announce: false });
+        assert_eq!(subject(added), "sb.default.group.build~2Eci");
+        assert_eq!(subject(updated), "sb.default.group.build~2Eci");
     }
 }

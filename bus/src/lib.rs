@@ -13,6 +13,8 @@
 //! - `nul`: the NUL guard: strings with U+0000 are refused before anything is stored.
 //! - `send`: the pure send decision (defaults, redaction, bounce or queue).
 //! - `signal`: the pure rules of a signal's life (`apply`, `decide`).
+//! - `directive`: the pure rules of a directive's life, its lifecycle signals and recalls.
+//! - `group`: the pure rules of a group's settings and members, fan-out and roster signals.
 //! - `log`: the `EventLog` trait and its JetStream and embedded backends.
 //! - `store`: load → decide → compare-and-set append, with retries.
 //! - `metrics`: the series this crate records.
@@ -21,10 +23,12 @@ pub mod acceptance;
 pub mod agent;
 pub mod catalog;
 pub mod codec;
+pub mod directive;
 pub mod error;
 pub mod event;
 pub mod fact;
 pub mod files;
+pub mod group;
 pub mod log;
 pub mod metrics;
 pub mod names;

@@ -50,6 +50,31 @@ pub fn validate_signal_type(s: &str) -> DomainResult<()> {
         .ok_or_else(|| DomainError::invalid(format!("type {s:?} must match ^[A-Za-z][A-Za-z0-9_.]{{0,63}}$")))
 }
 
+/// `^@[a-z0-9][a-z0-9_.-]{0,62}$`: a group name, with its `@` (an identity never starts with one).
+pub fn validate_group(s: &str) -> DomainResult<()> {
+    let ok = s.strip_prefix('@').is_some_and(|rest| {
+        matches!(rest.len(), 1..=63)
+            && rest.bytes().enumerate().all(|(i, b)| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || (i > 0 && matches!(b, b'_' | b'.' | b'-'))
+            })
+    });
+    ok.then_some(())
+        .ok_or_else(|| DomainError::invalid(format!("group {s:?} must match ^@[a-z0-9][a-z0-9_.-]{{0,62}}$")))
+}
+
+/// The group named in a URL path, where it goes without its `@` (`/v1/groups/reviewers`).
+pub fn group_from_path(name: &str) -> DomainResult<String> {
+    let group = format!("@{name}");
+    validate_group(&group)
+        .map_err(|_| DomainError::invalid(format!("group name {name:?} must match ^[a-z0-9][a-z0-9_.-]{{0,62}}$")))?;
+    Ok(group)
+}
+
+/// Whether `to` names a group rather than an identity.
+pub fn is_group(to: &str) -> bool {
+    to.starts_with('@')
+}
+
 /// A plugin name is one or more `/`-separated segments, each shaped like an identity.
 pub fn validate_plugin(s: &str) -> DomainResult<()> {
     let ok = s.len() <= 256 && !s.is_empty() && s.split('/').all(|seg| validate_identity(seg).is_ok());
@@ -100,6 +125,20 @@ mod tests {
         assert!(validate_signal_type("2Task").is_err());
         assert!(validate_plugin("alice/watcher").is_ok());
         assert!(validate_plugin("alice//x").is_err());
+    }
+
+    #[test]
+    fn group_names_follow_the_contract_pattern_and_go_without_their_at_in_paths() {
+        for ok in ["@reviewers", "@a", "@build.ci-2_x", &format!("@{}", "a".repeat(63))] {
+            assert!(validate_group(ok).is_ok(), "{ok}");
+        }
+        for bad in ["reviewers", "@", "@-x", "@.x", "@Reviewers", "@a b", "@@a", &format!("@{}", "a".repeat(64))] {
+            assert!(validate_group(bad).is_err(), "{bad}");
+        }
+        assert_eq!(group_from_path("reviewers"), Ok("@reviewers".to_string()));
+        assert!(group_from_path("@reviewers").is_err());
+        assert!(is_group("@reviewers") && !is_group("bob"));
+        assert!(validate_identity("@reviewers").is_err(), "no identity can pass for a group");
     }
 
     #[test]

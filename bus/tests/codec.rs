@@ -18,6 +18,7 @@ fn samples() -> Vec<Event> {
     let at = Utc.with_ymd_and_hms(2026, 11, 21, 9, 30, 0).unwrap();
     let sig = Uuid::from_u128(0x1111);
     let sess = Uuid::from_u128(0x2222);
+    let dir = Uuid::from_u128(0x3333);
     let bodies = vec![
         EventBody::AgentRegistered(AgentRegistered {
             identity: "alice".into(),
@@ -83,6 +84,65 @@ fn samples() -> Vec<Event> {
         // New types go last: a sample's event_id is its index, and existing vectors hold theirs.
         EventBody::AgentRemoved(AgentRemoved { identity: "alice".into() }),
         EventBody::SignalsAcked(SignalsAcked { by: "bob".into(), session_id: Some(sess), signal_ids: vec![sig, sess] }),
+        EventBody::DirectiveRequested(Box::new(DirectiveRequested {
+            directive_id: dir,
+            issuer: "alice".into(),
+            assignee: "@builders".into(),
+            candidates: vec!["bob".into(), "carol".into()],
+            directive_type: "package.install".into(),
+            params: r#"{"name":"x","db":{"password":"[REDACTED]"}}"#.into(),
+            idempotency_key: "k1".into(),
+            correlation_id: Some("corr-1".into()),
+            created_at: at,
+            deadline: at + chrono::Duration::hours(24),
+            redacted: vec!["params.db.password".into()],
+        })),
+        EventBody::DirectiveStarted(DirectiveStarted { directive_id: dir, by: "bob".into(), at }),
+        EventBody::DirectiveProgressed(DirectiveProgressed {
+            directive_id: dir,
+            by: "bob".into(),
+            message: Some("half way".into()),
+            percent: Some(50),
+            at,
+        }),
+        EventBody::DirectiveCompleted(DirectiveCompleted {
+            directive_id: dir,
+            by: "bob".into(),
+            result: r#"{"ok":true,"token":"[REDACTED]"}"#.into(),
+            claimed: false,
+            at,
+            redacted: vec!["result.token".into()],
+        }),
+        EventBody::DirectiveFailed(DirectiveFailed {
+            directive_id: dir,
+            by: "carol".into(),
+            code: "E_DISK".into(),
+            message: "disk full".into(),
+            claimed: true,
+            at,
+        }),
+        EventBody::DirectiveDeclined(DirectiveDeclined {
+            directive_id: dir,
+            by: "carol".into(),
+            reason: Some("busy".into()),
+            rejects: true,
+            at,
+        }),
+        EventBody::DirectiveCanceled(DirectiveCanceled { directive_id: dir, by: "alice".into(), reason: None, at }),
+        EventBody::DirectiveExpired(DirectiveExpired { directive_id: dir, deadline: at, at }),
+        EventBody::GroupCreated(GroupCreated { group: "@builders".into(), self_join: true, announce: true }),
+        EventBody::GroupUpdated(GroupUpdated { group: "@builders".into(), self_join: false, announce: true }),
+        EventBody::GroupDeleted(GroupDeleted { group: "@builders".into() }),
+        EventBody::GroupMemberAdded(GroupMemberAdded {
+            group: "@builders".into(),
+            identity: "bob".into(),
+            added_by: "admin".into(),
+        }),
+        EventBody::GroupMemberRemoved(GroupMemberRemoved {
+            group: "@builders".into(),
+            identity: "bob".into(),
+            by: "bob".into(),
+        }),
     ];
     bodies
         .into_iter()

@@ -143,6 +143,12 @@ impl From<DomainError> for ApiError {
             DomainError::UnknownAgent(who) => ApiError::NotFound(format!("no agent {who:?}")),
             DomainError::Forbidden(m) => ApiError::Forbidden(m),
             DomainError::Refused(why) => ApiError::InvalidRequest(format!("refused: {why}")),
+            // Directives and groups have no surface yet (issues 24, 25): their own codes
+            // (invalid_transition, already_claimed, idempotency_conflict, unknown_group) come with it.
+            e @ (DomainError::UnknownDirective | DomainError::UnknownGroup(_)) => ApiError::NotFound(e.to_string()),
+            e @ (DomainError::InvalidTransition { .. }
+            | DomainError::AlreadyClaimed { .. }
+            | DomainError::IdempotencyConflict { .. }) => ApiError::InvalidRequest(e.to_string()),
         }
     }
 }

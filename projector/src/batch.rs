@@ -336,6 +336,8 @@ impl Batch {
                 }
                 // Stored too late to count (its writer answered "nothing was accepted").
                 EventBody::Voided(_) => {}
+                // Directives and groups have no read model yet (issues 24, 25: wired separately).
+                _ => {}
             }
         }
         b.touched = touched.into_keys().collect();

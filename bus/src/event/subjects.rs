@@ -17,6 +17,9 @@ pub enum Entity<'a> {
     Plugin(&'a str),
     /// The ack batches of one recipient identity (`signals.acked`).
     Acks(&'a str),
+    Directive(Uuid),
+    /// A group, by its name with the `@`.
+    Group(&'a str),
 }
 
 /// Builds subjects under a prefix (one prefix per stream, so several streams can share a server).
@@ -48,6 +51,9 @@ impl Subjects {
             Entity::Session(id) => format!("{p}.{tenant}.sess.{}", id.simple()),
             Entity::Plugin(name) => format!("{p}.{tenant}.plugin.{}", subject_token(name)),
             Entity::Acks(identity) => format!("{p}.{tenant}.acks.{}", subject_token(identity)),
+            Entity::Directive(id) => format!("{p}.{tenant}.dir.{}", id.simple()),
+            // The `@` is dropped: every group name has one, and `~40` in each subject says nothing.
+            Entity::Group(name) => format!("{p}.{tenant}.group.{}", subject_token(name.trim_start_matches('@'))),
         }
     }
 }

@@ -1,0 +1,124 @@
+//! The facts of a signal's life (CONTRACT §4–§6): sent or bounced, delivered, acked, expired,
+//! recalled. Each lives on its signal's subject, except ack batches (their recipient's).
+//!
+//! Deliberately only the facts: which may follow which is `signal.rs`'s to decide.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{DeliveredVia, PublishPath, RecipientState};
+use crate::catalog::{Category, DeliveryClass};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalSent {
+    pub signal_id: Uuid,
+    pub from: String,
+    pub to: String,
+    pub signal_type: String,
+    pub category: Category,
+    pub priority: i16,
+    /// The (redacted) payload as JSON text, stored verbatim so read models can keep it as jsonb.
+    pub payload: String,
+    pub delivery_class: DeliveryClass,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub recipient_state: RecipientState,
+    pub publish_path: PublishPath,
+    #[serde(default)]
+    pub correlation_id: Option<String>,
+    #[serde(default)]
+    pub dedupe_key: Option<String>,
+    #[serde(default)]
+    pub redacted: Vec<String>,
+    /// The session the send resolved to (the recipient's freshest live session), as the send
+    /// answered it; `None` when queued offline. Recorded so a dedupe repeat answers the same.
+    #[serde(default)]
+    pub resolved_to_session: Option<Uuid>,
+    /// Set when this one event records the send **and** its delivery: the sending gateway held
+    /// the recipient's session, reserved room in its queue before appending, and queues the push
+    /// as soon as this append is accepted (`delivered_via: ws_push` to this session). Such a
+    /// signal is born delivered: nothing can have recalled or expired it before its first event,
+    /// so no compare-and-set is lost by skipping the separate `signal.delivered`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pushed_to: Option<Uuid>,
+}
+
+impl SignalSent {
+    /// The delivery this send recorded in the same event, if it did (`pushed_to`).
+    pub fn delivery(&self) -> Option<SignalDelivered> {
+        self.pushed_to.map(|session_id| SignalDelivered {
+            signal_id: self.signal_id,
+            to: self.to.clone(),
+            via: DeliveredVia::WsPush,
+            session_id: Some(session_id),
+            redelivered: false,
+            expires_at: Some(self.expires_at),
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalBounced {
+    pub signal_id: Uuid,
+    pub from: String,
+    pub to: String,
+    pub signal_type: String,
+    pub delivery_class: DeliveryClass,
+    pub recipient_state: RecipientState,
+    #[serde(default)]
+    pub dedupe_key: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalDelivered {
+    pub signal_id: Uuid,
+    pub to: String,
+    pub via: DeliveredVia,
+    #[serde(default)]
+    pub session_id: Option<Uuid>,
+    #[serde(default)]
+    pub redelivered: bool,
+    /// The signal's `expires_at`, copied when the delivery was decided: a delivery stored at or
+    /// after it does not count (`acceptance::store_by`). `None` in events of older releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalAcked {
+    pub signal_id: Uuid,
+    pub by: String,
+    #[serde(default)]
+    pub session_id: Option<Uuid>,
+}
+
+/// A batch of acks by one recipient, stored on its identity's acks subject rather than on each
+/// signal's: an ack decides nothing (no outcome to win, CONTRACT §5), so it needs no
+/// per-signal compare-and-set, and one append records a whole batch. Only signals delivered
+/// to `by` are listed (the writer checked); an id listed twice, or in two batches, keeps its
+/// first `acked_at`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalsAcked {
+    pub by: String,
+    /// The WebSocket session that acked; `None` for HTTP and MCP acks.
+    #[serde(default)]
+    pub session_id: Option<Uuid>,
+    pub signal_ids: Vec<Uuid>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalExpired {
+    pub signal_id: Uuid,
+    pub expires_at: DateTime<Utc>,
+    /// Expired before its TTL because its sync push could not complete promptly (the sender
+    /// was answered `recipient_unavailable`, so it must never be delivered later).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undeliverable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalRecalled {
+    pub signal_id: Uuid,
+    pub by: String,
+}
