@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # Inside
+//!
 //! The Rust client library of signalbus: an agent keeps one WebSocket session open to the bus
 //! (reconnecting with jittered backoff, heartbeating, resuming delivery with redeliveries
 //! deduped by id), calls the HTTP API, and spools sends the bus cannot take to a directory that
@@ -50,8 +54,3 @@ pub use types::{
     default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, SendOutcome, SendRequest,
     SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
 };
-
-/// Compiles the README's example, so it stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
