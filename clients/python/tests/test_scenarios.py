@@ -535,17 +535,21 @@ async def test_s17_admin_register_rotate_remove(bus: Bus, admin: AdminClient) ->
     finally:
         await old.close()
     assert {a.identity for a in await admin.agents()} == {"erin"}
+    frank = Client(bus.url, (await admin.register("frank")).token)
     try:
-        await admin.remove("erin")
-    except SignalbusError as exc:  # an older bus without DELETE /v1/agents/{identity}
-        assert exc.status in (404, 405), exc
-    else:
-        gone = Client(bus.url, rotated.token)
-        try:
-            with pytest.raises(Unauthorized):
-                await gone.agents()
-        finally:
-            await gone.close()
+        pending = await frank.send("erin", "StatusUpdate", {"s": 1})  # erin is offline: queued
+        assert isinstance(pending, SendResult) and pending.queued
+    finally:
+        await frank.close()
+    removal = await admin.remove("erin")  # what the bus answers
+    assert (removal.identity, removal.tenant, removal.signals_expired) == ("erin", "default", 1)
+    assert isinstance(removal.removed_at, datetime) and removal.removed_at.tzinfo is not None
+    gone = Client(bus.url, rotated.token)
+    try:
+        with pytest.raises(Unauthorized):
+            await gone.agents()
+    finally:
+        await gone.close()
 
 
 # S20 -----------------------------------------------------------------------------------------

@@ -51,6 +51,6 @@ pub use replay::ReplayReport;
 pub use shared::{ConnectionEvent, HandlerError, ReplayCallback};
 pub use spool::{Spool, SpoolEntry, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES};
 pub use types::{
-    default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, SendOutcome, SendRequest,
-    SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
+    default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, Removal, SendOutcome,
+    SendRequest, SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
 };

@@ -118,7 +118,7 @@ async fn s19_sync_sends_and_asks_are_never_spooled() {
         assert!(started.elapsed() < Duration::from_secs(2), "at once, not after the ask's timeout");
         assert_eq!(spool.len(), 0);
         let queued = client.send(SendRequest::new("bob", "TaskAssigned").payload(json!({"t": 2}))).await.unwrap();
-        assert!(matches!(queued, SendOutcome::Spooled(_)), "async: still spooled, {queued:?}");
+        assert!(queued.is_spooled() && queued.signal_id().is_none(), "async: still spooled, {queued:?}");
         assert_eq!(spool.len(), 1);
     }
     alice.close().await;

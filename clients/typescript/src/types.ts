@@ -57,6 +57,8 @@ export interface SendResult {
  */
 export interface Spooled {
   spooled: true;
+  /** No signal yet: the bus gives it an id when the replay is accepted (`onReplay`). */
+  signalId: null;
   dedupeKey: string;
   /** The spool entry's name. */
   entry: string;
@@ -122,6 +124,15 @@ export interface Registration {
   tenant: string;
   identity: string;
   token: string;
+}
+
+/** `remove` answer: what the bus did. `signalsExpired` counts the pending signals to the agent
+ * that expired with it; `removedAt` is an ISO 8601 UTC string, as the bus sent it. */
+export interface Removal {
+  tenant: string;
+  identity: string;
+  removedAt: string;
+  signalsExpired: number;
 }
 
 export interface PluginState {
@@ -223,6 +234,15 @@ export function parseSignalRow(o: Obj): SignalRow {
   };
   const status = row.deliveredAt ? "delivered" : row.recalledAt ? "recalled" : row.expiredAt ? "expired" : "pending";
   return { ...row, status };
+}
+
+export function parseRemoval(o: Obj): Removal {
+  return {
+    tenant: (o.tenant as string | undefined) ?? "",
+    identity: (o.identity as string | undefined) ?? "",
+    removedAt: req<string>(o, "removed_at"),
+    signalsExpired: Number(o.signals_expired ?? 0),
+  };
 }
 
 export function parseAgent(o: Obj, tenant = ""): Agent {

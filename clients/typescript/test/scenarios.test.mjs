@@ -448,7 +448,7 @@ test("S14 spool caps and TTL", () =>
     const aliceTok = await tokenFor(admin, "alice");
     const bobTok = await tokenFor(admin, "bob");
     const dir = mkdtempSync(path.join(tmpdir(), "sbc-spool-"));
-    const spool = new FileSpool(dir, { maxBytes: 2000, maxAgeSeconds: 3600 });
+    const spool = new FileSpool(dir, { maxBytes: 2000, maxAgeMs: 3600_000 });
     const now = Date.now();
     const put = (key, payload, ttlSeconds, ago) =>
       spool.put({ to: "bob", type: "StatusUpdate", payload, dedupe_key: key }, { ttlSeconds, identity: "alice", reason: "test", now: now - ago * 1000 });
@@ -539,13 +539,12 @@ test("S17 admin register, rotate, remove", () =>
     await erin.close();
     await assert.rejects(client(bus, reg.token).agents(), Unauthorized);
     assert.deepEqual((await admin.agents()).map((a) => a.identity), ["erin"]);
-    try {
-      await admin.remove("erin");
-    } catch (e) {
-      // an older bus without DELETE /v1/agents/{identity}
-      assert.ok(e instanceof SignalbusError && [404, 405].includes(e.status), String(e));
-      return;
-    }
+    const frank = client(bus, await tokenFor(admin, "frank"));
+    const pending = await frank.send("erin", "StatusUpdate", { s: 1 }); // erin is offline: queued
+    assert.ok(!pending.spooled && pending.queued);
+    const removal = await admin.remove("erin"); // what the bus answers
+    assert.deepEqual([removal.identity, removal.tenant, removal.signalsExpired], ["erin", "default", 1]);
+    assert.ok(Math.abs(Date.now() - Date.parse(removal.removedAt)) < 60000, removal.removedAt);
     await assert.rejects(client(bus, rotated.token).agents(), Unauthorized);
   }));
 
