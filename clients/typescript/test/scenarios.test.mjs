@@ -414,7 +414,7 @@ test("S13 spool while the bus is down, then replay without duplicates", () =>
 test("S19 sync sends and asks are never spooled", () =>
   withBus(async (bus, admin) => {
     const aliceTok = await tokenFor(admin, "alice");
-    await tokenFor(admin, "bob");
+    const bobTok = await tokenFor(admin, "bob");
     const spoolDirOf = () => mkdtempSync(path.join(tmpdir(), "sbc-spool-"));
     const alice = client(bus, aliceTok, { spoolDir: spoolDirOf(), reconnectInitialMs: 5000, reconnectMaxMs: 5000 });
     const never = client(bus, aliceTok, { spoolDir: spoolDirOf(), identity: "alice" }); // never connected
@@ -435,8 +435,19 @@ test("S19 sync sends and asks are never spooled", () =>
         assert.equal(await spool.count(), 0);
         const queued = await c.send("bob", "TaskAssigned", { t: 2 }); // async: still spooled
         assert.equal(queued.spooled, true);
+        assert.equal(queued.signalId, null);
         assert.equal(await spool.count(), 1);
       }
+      // The bus is back: the spooled async sends arrive; the failed sync sends and asks never do.
+      await bus.start();
+      await alice.waitConnected(15000);
+      for (const c of [alice, never]) {
+        await c.replaySpool();
+        assert.equal(await (await c.spool()).count(), 0);
+      }
+      await sleep(1000); // room for anything replayed late
+      const pending = await client(bus, bobTok).inbox();
+      assert.deepEqual(pending.map((s) => [s.type, s.payload.t]), [["TaskAssigned", 2], ["TaskAssigned", 2]]);
     } finally {
       await never.close();
       await alice.close();
