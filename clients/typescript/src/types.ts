@@ -16,7 +16,9 @@ export interface Welcome {
   heartbeatIntervalMs: number;
 }
 
-/** A signal as pushed or drained (CONTRACT §5 push frame). */
+/** A signal as pushed or drained (CONTRACT §5 push frame). Timestamps (`createdAt`, `expiresAt`)
+ * here and in every answer are ISO 8601 UTC strings as the bus sent them — `new Date(s)` when you
+ * need a Date (Python: aware `datetime`; Rust: `DateTime<Utc>`). */
 export interface Signal {
   id: string;
   from: string;
