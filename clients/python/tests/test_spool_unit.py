@@ -45,6 +45,7 @@ async def test_503_spools_and_429_raises(tmp_path: Path) -> None:
     client = Client("http://stub", "tok", spool_dir=str(tmp_path), http=stub(lambda b: next(answers), seen))
     out = await client.send("bob", "StatusUpdate", {"n": 1}, ttl_seconds=600)
     assert isinstance(out, Spooled) and out.reason.startswith("unavailable") and out.ttl_seconds == 600
+    assert out.spooled and out.signal_id is None  # like TS `spooled: true, signalId: null` and Rust `signal_id() == None`
     assert seen[0]["dedupe_key"] == out.dedupe_key  # the key generated before the first attempt
     with pytest.raises(RateLimited) as limited:
         await client.send("bob", "StatusUpdate", {"n": 2})

@@ -185,6 +185,15 @@ impl Error {
         self.bus().and_then(|e| e.status)
     }
 
+    /// How long the bus asked to wait (`RateLimited`): Python `.retry_after` (seconds),
+    /// TypeScript `.retryAfterMs`.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
     /// The dedupe_key of the send this error answers, when there is one to retry with.
     pub fn dedupe_key(&self) -> Option<&str> {
         match self {

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
-use crate::types::{Agent, Registration, Roster};
+use crate::types::{Agent, Registration, Removal, Roster};
 
 /// Percent-encodes one path segment (a plugin name's `/` becomes `%2F`, CONTRACT §8).
 pub(crate) fn segment(s: &str) -> String {
@@ -203,10 +203,9 @@ impl AdminClient {
     }
 
     /// Removes `identity`: its token fails, its sessions close, its pending signals expire.
-    pub async fn remove(&self, identity: &str, tenant: Option<&str>) -> Result<()> {
+    pub async fn remove(&self, identity: &str, tenant: Option<&str>) -> Result<Removal> {
         let path = format!("/v1/agents/{}", segment(identity));
-        self.api.request(Method::DELETE, &path, &[("tenant", tenant.map(str::to_string))], None, &[]).await?;
-        Ok(())
+        self.api.typed(Method::DELETE, &path, &[("tenant", tenant.map(str::to_string))], None).await
     }
 
     /// The roster of `tenant` (default `default`) with each agent's recipient state.

@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # Inside
+//!
 //! The Rust client library of signalbus: an agent keeps one WebSocket session open to the bus
 //! (reconnecting with jittered backoff, heartbeating, resuming delivery with redeliveries
 //! deduped by id), calls the HTTP API, and spools sends the bus cannot take to a directory that
@@ -47,11 +51,6 @@ pub use replay::ReplayReport;
 pub use shared::{ConnectionEvent, HandlerError, ReplayCallback};
 pub use spool::{Spool, SpoolEntry, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES};
 pub use types::{
-    default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, SendOutcome, SendRequest,
-    SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
+    default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, Removal, SendOutcome,
+    SendRequest, SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
 };
-
-/// Compiles the README's example, so it stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;

@@ -49,6 +49,14 @@ pub struct Signal {
     pub redelivered: bool,
 }
 
+/// A signal stands for its id where ids are taken: `client.ack([&sig])`, `client.ack(&signals)`
+/// (like Python's and TypeScript's `ack(sig)`).
+impl AsRef<str> for Signal {
+    fn as_ref(&self) -> &str {
+        &self.id
+    }
+}
+
 fn default_class() -> String {
     "async".into()
 }
@@ -155,6 +163,15 @@ impl SendOutcome {
             SendOutcome::Sent(r) => &r.dedupe_key,
             SendOutcome::Spooled(s) => &s.dedupe_key,
         }
+    }
+    /// `true` when the spool took the send (Python `out.spooled`, TypeScript `out.spooled`).
+    pub fn is_spooled(&self) -> bool {
+        matches!(self, SendOutcome::Spooled(_))
+    }
+    /// The signal's id, or `None` when it was spooled: the bus gives it an id when the replay is
+    /// accepted (`on_replay`). Python `out.signal_id`, TypeScript `out.signalId` (`null`).
+    pub fn signal_id(&self) -> Option<&str> {
+        self.sent().map(|r| r.signal_id.as_str())
     }
     /// The accepted result, or `None` when it was spooled.
     pub fn sent(&self) -> Option<&SendResult> {
@@ -298,6 +315,19 @@ pub struct Registration {
     #[serde(default)]
     pub identity: String,
     pub token: String,
+}
+
+/// `remove` answer: what the bus did. `signals_expired` counts the pending signals to the agent
+/// that expired with it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Removal {
+    #[serde(default)]
+    pub tenant: String,
+    #[serde(default)]
+    pub identity: String,
+    pub removed_at: DateTime<Utc>,
+    #[serde(default)]
+    pub signals_expired: u64,
 }
 
 /// A plugin's compatibility view: its newest fact's state.

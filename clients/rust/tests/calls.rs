@@ -272,13 +272,13 @@ async fn s17_admin_register_rotate_remove() {
     assert!(matches!(old.agents().await, Err(Error::Unauthorized(_))));
     let roster: Vec<String> = admin.agents(None).await.unwrap().into_iter().map(|a| a.identity).collect();
     assert_eq!(roster, vec!["erin".to_string()]);
-    match admin.remove("erin", None).await {
-        Ok(()) => {
-            let gone = Client::new(&bus.url, &rotated.token).unwrap();
-            assert!(matches!(gone.agents().await, Err(Error::Unauthorized(_))));
-        }
-        // an older bus without DELETE /v1/agents/{identity}
-        Err(e) => assert!(matches!(e.status(), Some(404 | 405)), "{e}"),
-    }
+    let frank = Client::new(&bus.url, &bus.token("frank").await).unwrap();
+    let pending = frank.send(SendRequest::new("erin", "StatusUpdate").payload(json!({"s": 1}))).await.unwrap();
+    assert!(pending.sent().unwrap().queued, "erin is offline: queued");
+    let removal = admin.remove("erin", None).await.unwrap(); // what the bus answers
+    assert_eq!((removal.identity.as_str(), removal.tenant.as_str(), removal.signals_expired), ("erin", "default", 1));
+    assert!((chrono::Utc::now() - removal.removed_at).num_seconds().abs() < 60);
+    let gone = Client::new(&bus.url, &rotated.token).unwrap();
+    assert!(matches!(gone.agents().await, Err(Error::Unauthorized(_))));
     let _: Value = admin.rebuild().await.unwrap();
 }

@@ -97,7 +97,7 @@ async fn s02_heartbeat_keeps_the_session_available() {
     assert!(res.delivered && res.recipient_state == "available");
     let sig = bob.receive(WAIT).await.unwrap();
     assert_eq!(sig.id, res.signal_id);
-    assert_eq!(bob.ack([&sig.id]).await.unwrap(), 1);
+    assert_eq!(bob.ack([&sig]).await.unwrap(), 1);
     alice.close().await;
     bob.close().await;
 }

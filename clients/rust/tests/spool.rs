@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
-use serde_json::json;
+use serde_json::{json, Value};
 use signalbus_client::{Client, Error, SendOutcome, SendRequest, SendResult, Spool};
 use support::{eventually, Bus};
 
@@ -87,7 +87,7 @@ async fn s13_spool_while_the_bus_is_down_then_replay_without_duplicates() {
 async fn s19_sync_sends_and_asks_are_never_spooled() {
     let mut bus = Bus::start_new().await;
     let at = bus.token("alice").await;
-    bus.token("bob").await;
+    let bt = bus.token("bob").await;
     let alice = Client::builder(&bus.url, &at)
         .spool_dir(bus.dir.path().join("a"))
         .reconnect(Duration::from_secs(5), Duration::from_secs(5))
@@ -118,9 +118,20 @@ async fn s19_sync_sends_and_asks_are_never_spooled() {
         assert!(started.elapsed() < Duration::from_secs(2), "at once, not after the ask's timeout");
         assert_eq!(spool.len(), 0);
         let queued = client.send(SendRequest::new("bob", "TaskAssigned").payload(json!({"t": 2}))).await.unwrap();
-        assert!(matches!(queued, SendOutcome::Spooled(_)), "async: still spooled, {queued:?}");
+        assert!(queued.is_spooled() && queued.signal_id().is_none(), "async: still spooled, {queued:?}");
         assert_eq!(spool.len(), 1);
     }
+    // The bus is back: the spooled async sends arrive; the failed sync sends and asks never do.
+    bus.start().await;
+    alice.wait_connected(Duration::from_secs(15)).await.unwrap();
+    for client in [&alice, &never] {
+        client.replay_spool().await;
+        assert_eq!(client.spool().unwrap().len(), 0);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await; // room for anything replayed late
+    let pending = Client::new(&bus.url, &bt).unwrap().inbox(None).await.unwrap();
+    let got: Vec<(String, Value)> = pending.into_iter().map(|s| (s.signal_type, s.payload)).collect();
+    assert_eq!(got, vec![("TaskAssigned".to_string(), json!({"t": 2})); 2], "only the async sends");
     alice.close().await;
     never.close().await;
 }

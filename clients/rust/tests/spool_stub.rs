@@ -105,7 +105,7 @@ async fn s18_spool_decisions() {
     // 429 → RateLimited with retry_after, not spooled.
     plan(&stub, &[Plan::RetryAfter(2)]);
     match client.send(SendRequest::new("bob", "TaskAssigned")).await {
-        Err(Error::RateLimited { retry_after, .. }) => assert_eq!(retry_after, Some(Duration::from_secs(2))),
+        Err(e @ Error::RateLimited { .. }) => assert_eq!(e.retry_after(), Some(Duration::from_secs(2))),
         other => panic!("expected RateLimited, got {other:?}"),
     }
     assert!(spool.is_empty());

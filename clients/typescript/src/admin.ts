@@ -1,7 +1,7 @@
 /** Admin calls with the admin token: register, rotate, remove, roster, rebuild. */
 
 import { HttpApi, type FetchLike } from "./http.js";
-import { parseAgent, type Agent, type Registration, type SessionKind } from "./types.js";
+import { parseAgent, parseRemoval, type Agent, type Registration, type Removal, type SessionKind } from "./types.js";
 
 export interface AdminOptions {
   requestTimeoutMs?: number;
@@ -36,8 +36,10 @@ export class AdminClient {
    * `DELETE /v1/agents/{identity}`: the token stops working, sessions close, pending signals
    * expire. A bus without the route rejects with a 404/405 error (`status`).
    */
-  async remove(identity: string, options: { tenant?: string } = {}): Promise<void> {
-    await this.api.request("DELETE", `/v1/agents/${enc(identity)}`, { params: { tenant: options.tenant } });
+  /** Removes `identity`: its token fails, its sessions close, its pending signals expire; resolves
+   * to what the bus answered (`removedAt`, `signalsExpired`). */
+  async remove(identity: string, options: { tenant?: string } = {}): Promise<Removal> {
+    return parseRemoval(await this.api.request<Record<string, unknown>>("DELETE", `/v1/agents/${enc(identity)}`, { params: { tenant: options.tenant } }));
   }
 
   async agents(options: { tenant?: string } = {}): Promise<Agent[]> {

@@ -14,7 +14,7 @@ import { consoleLogger, type Logger } from "./logger.js";
 import { Replayer, type ReplayCallback, type ReplayReport } from "./replay.js";
 import type { SignalHandler } from "./delivery.js";
 import { Session, type ConnectionEvent, type WebSocketConstructor } from "./session.js";
-import { DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, type SpoolStore } from "./spool.js";
+import { DEFAULT_MAX_AGE_MS, DEFAULT_MAX_BYTES, type SpoolStore } from "./spool.js";
 import {
   defaultClass,
   parseAgent,
@@ -55,6 +55,9 @@ export interface ClientOptions {
   /** Any SpoolStore (e.g. `MemorySpool` in browsers). */
   spool?: SpoolStore;
   spoolMaxBytes?: number;
+  /** Spool entries older than this are evicted (default 86 400 000: 24 h). */
+  spoolMaxAgeMs?: number;
+  /** @deprecated use `spoolMaxAgeMs` (every duration option of this client is in milliseconds). */
   spoolMaxAgeSeconds?: number;
   /** Spool replays per second (default 20). */
   replayRate?: number;
@@ -135,7 +138,7 @@ export class Client {
     });
     const limits = {
       maxBytes: options.spoolMaxBytes ?? DEFAULT_MAX_BYTES,
-      maxAgeSeconds: options.spoolMaxAgeSeconds ?? DEFAULT_MAX_AGE_SECONDS,
+      maxAgeMs: options.spoolMaxAgeMs ?? (options.spoolMaxAgeSeconds !== undefined ? options.spoolMaxAgeSeconds * 1000 : DEFAULT_MAX_AGE_MS),
       logger,
     };
     if (options.spool) this.spoolStore = Promise.resolve(options.spool);

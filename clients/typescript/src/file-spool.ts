@@ -28,14 +28,19 @@ const isEntry = (n: string): boolean => n.startsWith("send-") && n.endsWith(".js
 export class FileSpool implements SpoolStore {
   readonly directory: string;
   readonly maxBytes: number;
-  readonly maxAgeSeconds: number;
+  readonly maxAgeMs: number;
   private readonly logger: Logger | undefined;
   private ready: Promise<void> | undefined;
 
   constructor(directory: string, limits: SpoolLimits = {}) {
     this.directory = directory;
-    ({ maxBytes: this.maxBytes, maxAgeSeconds: this.maxAgeSeconds } = checkLimits(limits));
+    ({ maxBytes: this.maxBytes, maxAgeMs: this.maxAgeMs } = checkLimits(limits));
     this.logger = limits.logger;
+  }
+
+  /** @deprecated use `maxAgeMs`. */
+  get maxAgeSeconds(): number {
+    return this.maxAgeMs / 1000;
   }
 
   private mkdir(): Promise<void> {
@@ -61,8 +66,8 @@ export class FileSpool implements SpoolStore {
         throw e;
       }
       const at = nameTime(name) ?? st.mtimeMs;
-      if (now - at > this.maxAgeSeconds * 1000) {
-        this.logger?.warn(`spool entry ${name} is older than ${this.maxAgeSeconds}s: evicted, never replayed`);
+      if (now - at > this.maxAgeMs) {
+        this.logger?.warn(`spool entry ${name} is older than ${this.maxAgeMs / 1000}s: evicted, never replayed`);
         await this.delete(name);
         evicted.push(name);
       } else sized.push([name, st.size]);

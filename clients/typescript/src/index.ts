@@ -20,7 +20,7 @@ export { AdminClient } from "./admin.js";
 export type { AdminOptions } from "./admin.js";
 export * from "./errors.js";
 export * from "./types.js";
-export { MemorySpool, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, remainingTtl } from "./spool.js";
+export { MemorySpool, DEFAULT_MAX_AGE_MS, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, remainingTtl } from "./spool.js";
 export type { PutOptions, SpoolEntry, SpoolLimits, SpoolRequest, SpoolStore } from "./spool.js";
 export { consoleLogger, silentLogger } from "./logger.js";
 export type { Logger } from "./logger.js";

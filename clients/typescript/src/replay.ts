@@ -71,7 +71,7 @@ export class Replayer {
     const entry = await store.put(rest as SpoolRequest, { ttlSeconds: ttl, identity: this.session.identity ?? null, reason: `${err.code}: ${err.detail}` });
     this.logger.debug(`the bus could not take the send (${err.code}): spooled as ${entry.name}, replayed when it is back`);
     this.wake();
-    return { spooled: true, dedupeKey: entry.request.dedupe_key, entry: entry.name, reason: entry.reason, spooledAt: entry.spooledAt, ttlSeconds: entry.ttlSeconds };
+    return { spooled: true, signalId: null, dedupeKey: entry.request.dedupe_key, entry: entry.name, reason: entry.reason, spooledAt: entry.spooledAt, ttlSeconds: entry.ttlSeconds };
   }
 
   /** A pass now (a new session, a new entry). */

@@ -10,7 +10,9 @@ import { SpoolFull } from "./errors.js";
 import type { Logger } from "./logger.js";
 
 export const DEFAULT_MAX_BYTES = 100 * 1024 * 1024;
-export const DEFAULT_MAX_AGE_SECONDS = 24 * 3600;
+export const DEFAULT_MAX_AGE_MS = 24 * 3600 * 1000;
+/** @deprecated use DEFAULT_MAX_AGE_MS (timeouts and ages are milliseconds in this client). */
+export const DEFAULT_MAX_AGE_SECONDS = DEFAULT_MAX_AGE_MS / 1000;
 
 /** A spooled send's request: the send fields, always with a dedupe_key, without ttl_seconds. */
 export interface SpoolRequest {
@@ -54,6 +56,9 @@ export interface SpoolStore {
 
 export interface SpoolLimits {
   maxBytes?: number;
+  /** Entries older than this are evicted (default 24 h). */
+  maxAgeMs?: number;
+  /** @deprecated use `maxAgeMs`. */
   maxAgeSeconds?: number;
   logger?: Logger;
 }
@@ -118,12 +123,12 @@ export function byteLength(text: string): number {
   return new TextEncoder().encode(text).length;
 }
 
-export function checkLimits(limits: SpoolLimits): { maxBytes: number; maxAgeSeconds: number } {
+export function checkLimits(limits: SpoolLimits): { maxBytes: number; maxAgeMs: number } {
   const maxBytes = limits.maxBytes ?? DEFAULT_MAX_BYTES;
-  const maxAgeSeconds = limits.maxAgeSeconds ?? DEFAULT_MAX_AGE_SECONDS;
+  const maxAgeMs = limits.maxAgeMs ?? (limits.maxAgeSeconds !== undefined ? limits.maxAgeSeconds * 1000 : DEFAULT_MAX_AGE_MS);
   if (!(maxBytes > 0)) throw new RangeError("spool maxBytes must be positive");
-  if (!(maxAgeSeconds > 0)) throw new RangeError("spool maxAgeSeconds must be positive");
-  return { maxBytes, maxAgeSeconds };
+  if (!(maxAgeMs > 0)) throw new RangeError("spool maxAgeMs must be positive");
+  return { maxBytes, maxAgeMs };
 }
 
 export function tooBig(size: number, maxBytes: number, dedupeKey: string): SpoolFull {
@@ -135,13 +140,18 @@ export function tooBig(size: number, maxBytes: number, dedupeKey: string): Spool
 /** A spool in memory: lost with the process. For browsers (or pass your own SpoolStore). */
 export class MemorySpool implements SpoolStore {
   readonly maxBytes: number;
-  readonly maxAgeSeconds: number;
+  readonly maxAgeMs: number;
   private readonly items = new Map<string, { entry: SpoolEntry; at: number }>();
   private readonly logger: Logger | undefined;
 
   constructor(limits: SpoolLimits = {}) {
-    ({ maxBytes: this.maxBytes, maxAgeSeconds: this.maxAgeSeconds } = checkLimits(limits));
+    ({ maxBytes: this.maxBytes, maxAgeMs: this.maxAgeMs } = checkLimits(limits));
     this.logger = limits.logger;
+  }
+
+  /** @deprecated use `maxAgeMs`. */
+  get maxAgeSeconds(): number {
+    return this.maxAgeMs / 1000;
   }
 
   private evict(now: number, roomFor: number): void {
@@ -149,8 +159,8 @@ export class MemorySpool implements SpoolStore {
     let total = 0;
     const kept: [string, number][] = [];
     for (const [name, { entry, at }] of sorted) {
-      if (now - at > this.maxAgeSeconds * 1000) {
-        this.logger?.warn(`spool entry ${name} is older than ${this.maxAgeSeconds}s: evicted, never replayed`);
+      if (now - at > this.maxAgeMs) {
+        this.logger?.warn(`spool entry ${name} is older than ${this.maxAgeMs / 1000}s: evicted, never replayed`);
         this.items.delete(name);
       } else {
         kept.push([name, entry.size]);

@@ -16,7 +16,9 @@ export interface Welcome {
   heartbeatIntervalMs: number;
 }
 
-/** A signal as pushed or drained (CONTRACT §5 push frame). */
+/** A signal as pushed or drained (CONTRACT §5 push frame). Timestamps (`createdAt`, `expiresAt`)
+ * here and in every answer are ISO 8601 UTC strings as the bus sent them — `new Date(s)` when you
+ * need a Date (Python: aware `datetime`; Rust: `DateTime<Utc>`). */
 export interface Signal {
   id: string;
   from: string;
@@ -57,6 +59,8 @@ export interface SendResult {
  */
 export interface Spooled {
   spooled: true;
+  /** No signal yet: the bus gives it an id when the replay is accepted (`onReplay`). */
+  signalId: null;
   dedupeKey: string;
   /** The spool entry's name. */
   entry: string;
@@ -122,6 +126,15 @@ export interface Registration {
   tenant: string;
   identity: string;
   token: string;
+}
+
+/** `remove` answer: what the bus did. `signalsExpired` counts the pending signals to the agent
+ * that expired with it; `removedAt` is an ISO 8601 UTC string, as the bus sent it. */
+export interface Removal {
+  tenant: string;
+  identity: string;
+  removedAt: string;
+  signalsExpired: number;
 }
 
 export interface PluginState {
@@ -223,6 +236,15 @@ export function parseSignalRow(o: Obj): SignalRow {
   };
   const status = row.deliveredAt ? "delivered" : row.recalledAt ? "recalled" : row.expiredAt ? "expired" : "pending";
   return { ...row, status };
+}
+
+export function parseRemoval(o: Obj): Removal {
+  return {
+    tenant: (o.tenant as string | undefined) ?? "",
+    identity: (o.identity as string | undefined) ?? "",
+    removedAt: req<string>(o, "removed_at"),
+    signalsExpired: Number(o.signals_expired ?? 0),
+  };
 }
 
 export function parseAgent(o: Obj, tenant = ""): Agent {

@@ -125,3 +125,10 @@ test("close ends a pending receive", async () => {
   await c.close();
   await assert.rejects(waiting, ClientClosed);
 });
+
+test("spool ages are milliseconds; maxAgeSeconds stays as a deprecated alias", () => {
+  assert.equal(new MemorySpool().maxAgeMs, 24 * 3600 * 1000);
+  assert.equal(new MemorySpool({ maxAgeMs: 1500 }).maxAgeMs, 1500);
+  assert.equal(new MemorySpool({ maxAgeSeconds: 2 }).maxAgeMs, 2000);
+  assert.throws(() => new MemorySpool({ maxAgeMs: 0 }), RangeError);
+});

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import httpx
 
 from .http import HttpApi, clean
-from .types import Agent, Registration
+from .types import Agent, Registration, Removal
 
 
 class AdminClient:
@@ -39,10 +39,12 @@ class AdminClient:
         data = await self._api.request("POST", f"/v1/agents/{quote(identity, safe='')}/token", params={"tenant": tenant})
         return Registration(tenant=data.get("tenant", tenant or "default"), identity=data.get("identity", identity), token=data["token"])
 
-    async def remove(self, identity: str, *, tenant: Optional[str] = None) -> None:
+    async def remove(self, identity: str, *, tenant: Optional[str] = None) -> Removal:
         """``DELETE /v1/agents/{identity}``: the token stops working, sessions close, pending
-        signals expire. A bus without the route answers 404/405 (raised as NotFound/SignalbusError)."""
-        await self._api.request("DELETE", f"/v1/agents/{quote(identity, safe='')}", params={"tenant": tenant})
+        signals expire; answers the bus's ``Removal`` (``removed_at``, ``signals_expired``).
+        A bus without the route answers 404/405 (raised as NotFound/SignalbusError)."""
+        data = await self._api.request("DELETE", f"/v1/agents/{quote(identity, safe='')}", params={"tenant": tenant})
+        return Removal.from_json(data)
 
     async def agents(self, *, tenant: Optional[str] = None) -> List[Agent]:
         data = await self._api.request("GET", "/v1/agents", params={"tenant": tenant})

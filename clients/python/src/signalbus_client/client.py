@@ -459,4 +459,3 @@ class Client:
         )
         return SignalPage(signals=[SignalRow.from_json(r) for r in data.get("signals", [])], next_cursor=data.get("next_cursor"))
 
-    list_signals = list

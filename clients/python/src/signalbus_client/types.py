@@ -146,6 +146,12 @@ class Spooled:
 
     spooled = True
 
+    @property
+    def signal_id(self) -> None:
+        """No signal yet: the bus gives it an id when the replay is accepted (``on_replay``).
+        Like TypeScript's ``signalId: null`` and Rust's ``SendOutcome::signal_id() == None``."""
+        return None
+
 
 SendOutcome = Union[SendResult, Spooled]
 
@@ -259,6 +265,26 @@ class Registration:
     tenant: str
     identity: str
     token: str
+
+
+@dataclass(frozen=True)
+class Removal:
+    """``remove`` answer: what the bus did. ``signals_expired`` counts the pending signals to the
+    agent that expired with it."""
+
+    tenant: str
+    identity: str
+    removed_at: datetime
+    signals_expired: int
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Removal":
+        return cls(
+            tenant=obj.get("tenant", ""),
+            identity=obj.get("identity", ""),
+            removed_at=parse_time(_req(obj, "removed_at")),  # type: ignore[arg-type]
+            signals_expired=int(obj.get("signals_expired", 0)),
+        )
 
 
 @dataclass(frozen=True)
