@@ -201,17 +201,22 @@ pub async fn stale_hints(bed: Bed) {
     use sweeper::expire::{expire_pending, Outcome, Pending};
     let types = bus::catalog::TypeTable::default();
     let hour_ago = Utc::now() - chrono::Duration::hours(1);
-    let (delivered, current) = (bed.send(hour_ago, 1).await, bed.send(hour_ago, 1).await);
+    // `delivered` expires in a second: listed by a sweep that looks that far ahead, and still
+    // deliverable now (a delivery is stored only before its signal's expiry).
+    let (delivered, current) = (bed.send(Utc::now(), 1).await, bed.send(hour_ago, 1).await);
     bed.settle().await;
-    let rows = bed.queries().overdue(Utc::now(), None, 10).await.unwrap();
+    let rows = bed.queries().overdue(Utc::now() + chrono::Duration::seconds(2), None, 10).await.unwrap();
     let hint = |id| Pending::from(rows.iter().find(|r| r.id == id).expect("listed overdue"));
     assert!(hint(delivered).last_seq > 0);
 
-    // Delivered after the read model listed it (decided as of before its expiry, as a delivery
-    // racing the sweeper would be): the hint is stale, the delivery stands.
+    // Delivered after the read model listed it (as a delivery racing the sweeper would be): the
+    // hint is stale, the delivery stands once the signal is due.
     let deliver =
         SignalCommand::Deliver { to: "bob".into(), via: DeliveredVia::Inbox, session_id: None, redeliver: false };
-    bed.store.execute(TENANT, delivered, &deliver, "bob", hour_ago).await.unwrap();
+    bed.store.execute(TENANT, delivered, &deliver, "bob", Utc::now()).await.unwrap();
+    while !bus::signal::is_due(hint(delivered).expires_at, Utc::now()) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let outcome = expire_pending(&bed.store, &types, TENANT, delivered, &hint(delivered)).await.unwrap();
     assert_eq!(outcome, Outcome::AlreadyTerminal);
     assert_eq!(bed.terminal_events(delivered).await, vec![("signal.delivered", "bob".to_string())]);
