@@ -3,7 +3,7 @@
 //!
 //! Deliberately does not map to HTTP statuses or wire codes: that is the gateway's job.
 
-use crate::event::DirectiveStatus;
+use crate::directive_status::DirectiveStatus;
 
 /// A command the rules refuse. Pure: produced by `decide`, never by I/O.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

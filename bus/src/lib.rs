@@ -24,6 +24,7 @@ pub mod agent;
 pub mod catalog;
 pub mod codec;
 pub mod directive;
+pub mod directive_status;
 pub mod error;
 pub mod event;
 pub mod fact;
