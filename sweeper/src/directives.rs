@@ -231,3 +231,71 @@ pub async fn upcoming(
     let rows = queries.overdue_directives(horizon, None, limit).await?;
     Ok(rows.into_iter().filter(|r| r.deadline > now).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    //! Paused-time tests of the directive timers: what the tail sets and clears, the window.
+
+    use bus::event::{DirectiveCompleted, DirectiveDeclined, DirectiveRequested};
+    use chrono::TimeZone;
+    use tokio::time::advance;
+
+    use super::*;
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+    }
+
+    fn requested(n: u128, deadline_secs: i64) -> Event {
+        let body = EventBody::DirectiveRequested(Box::new(DirectiveRequested {
+            directive_id: Uuid::from_u128(n),
+            issuer: "alice".into(),
+            assignee: "@crew".into(),
+            candidates: vec!["bob".into(), "carol".into()],
+            directive_type: "package.install".into(),
+            params: "{}".into(),
+            idempotency_key: format!("k{n}"),
+            correlation_id: None,
+            created_at: t0(),
+            deadline: t0() + chrono::Duration::seconds(deadline_secs),
+            redacted: vec![],
+        }));
+        Event::new("default", Some("alice".into()), t0(), body)
+    }
+
+    fn by_bob(body: EventBody) -> Event {
+        Event::new("default", Some("bob".into()), t0(), body)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_tail_sets_a_timer_at_the_deadline_and_an_end_clears_it() {
+        let mut timers = DirectiveTimers::new(Duration::from_secs(120));
+        timers.observe(&requested(1, 5), t0());
+        timers.observe(&requested(2, 10), t0());
+        timers.observe(&requested(3, 600), t0());
+        assert_eq!(timers.len(), 2, "beyond the window the backstop takes it");
+
+        // A decline that does not reject leaves the timer; a completion clears it.
+        let id = Uuid::from_u128(2);
+        let decline = DirectiveDeclined { directive_id: id, by: "bob".into(), reason: None, rejects: false, at: t0() };
+        timers.observe(&by_bob(EventBody::DirectiveDeclined(decline)), t0());
+        assert_eq!(timers.len(), 2);
+        let done = DirectiveCompleted {
+            directive_id: id,
+            by: "carol".into(),
+            result: "{}".into(),
+            claimed: true,
+            at: t0(),
+            redacted: vec![],
+        };
+        timers.observe(&by_bob(EventBody::DirectiveCompleted(done)), t0());
+        assert_eq!(timers.len(), 1);
+
+        let started = tokio::time::Instant::now();
+        advance(Duration::from_secs(4)).await;
+        let (key, deadline) = timers.next_due().await;
+        assert_eq!((key.id, deadline), (Uuid::from_u128(1), t0() + chrono::Duration::seconds(5)));
+        assert_eq!(started.elapsed(), Duration::from_secs(5), "fires at the deadline, not before");
+        assert!(timers.is_empty());
+    }
+}
