@@ -28,14 +28,14 @@ CREATE TABLE directives (
 
 -- An assignee's open directives.
 CREATE INDEX ix_directives_assignee_open ON directives (tenant, assignee, created_at DESC)
-    WHERE status IN ('requested', 'started');
+    WHERE (status = 'requested' OR status = 'started');
 
 -- An issuer's directives, newest first.
 CREATE INDEX ix_directives_issuer ON directives (tenant, issuer, created_at DESC, directive_id DESC);
 
 -- Open directives by deadline: the sweeper's expiry scan.
 CREATE INDEX ix_directives_open_deadline ON directives (deadline, directive_id)
-    WHERE status IN ('requested', 'started');
+    WHERE (status = 'requested' OR status = 'started');
 
 -- Retention: terminal rows by when they ended.
 CREATE INDEX ix_directives_finished ON directives (finished_at) WHERE finished_at IS NOT NULL;

@@ -25,12 +25,12 @@ CREATE TABLE directives (
 );
 
 CREATE INDEX ix_directives_assignee_open ON directives (tenant, assignee, created_at DESC)
-    WHERE status IN ('requested', 'started');
+    WHERE (status = 'requested' OR status = 'started');
 
 CREATE INDEX ix_directives_issuer ON directives (tenant, issuer, created_at DESC, directive_id DESC);
 
 CREATE INDEX ix_directives_open_deadline ON directives (deadline, directive_id)
-    WHERE status IN ('requested', 'started');
+    WHERE (status = 'requested' OR status = 'started');
 
 CREATE INDEX ix_directives_finished ON directives (finished_at) WHERE finished_at IS NOT NULL;
 

@@ -69,7 +69,8 @@ fn row(r: &Row) -> Result<DirectiveRow> {
     })
 }
 
-const OPEN: &str = "d.status IN ('requested', 'started')";
+/// The open directives, spelled as the partial indexes' predicate (so both planners use them).
+const OPEN: &str = "(d.status = 'requested' OR d.status = 'started')";
 
 impl Backend {
     pub async fn directive(&self, tenant: &str, directive_id: Uuid) -> Result<Option<DirectiveRow>> {
