@@ -26,6 +26,7 @@
 //! may still act, and the compare-and-set decides between a late completion and the expiry.
 
 mod create;
+mod effects;
 mod lifecycle;
 
 use chrono::{DateTime, Utc};
@@ -41,6 +42,7 @@ pub use create::{
     candidates, directive_id_for, idempotent_repeat, CreateDirective, DEFAULT_DEADLINE_SECONDS, MAX_DEADLINE_SECONDS,
     MAX_IDEMPOTENCY_KEY_CHARS, MAX_OBJECT_BYTES, MAX_TEXT_CHARS,
 };
+pub use effects::{lifecycle_decision, lifecycle_request, DirectiveEffects};
 pub use lifecycle::{lifecycle_signals, requested_signal_id, requests_to_recall, LifecycleSignal, BUS_IDENTITY};
 
 /// The claimer's latest progress report.

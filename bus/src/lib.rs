@@ -16,7 +16,8 @@
 //! - `directive`: the pure rules of a directive's life, its lifecycle signals and recalls.
 //! - `group`: the pure rules of a group's settings and members, fan-out and roster signals.
 //! - `log`: the `EventLog` trait and its JetStream and embedded backends.
-//! - `store`: load → decide → compare-and-set append, with retries.
+//! - `store`: load → decide → compare-and-set append, with retries (`store/directives`: the same
+//!   for directives, and their lifecycle signals carried out as ordinary sends).
 //! - `metrics`: the series this crate records.
 
 pub mod acceptance;

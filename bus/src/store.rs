@@ -1,6 +1,8 @@
 //! The command side over an event log: load a signal's events, let the pure rules decide, and
 //! append the outcome with a per-signal compare-and-set, retrying when another writer won.
 //!
+//! Directives get the same treatment on their own subjects in `store/directives.rs`.
+//!
 //! Deliberately holds no state of its own: the stream is the only truth about a signal, so any
 //! number of gateways and sweepers can run this against one log and still agree.
 
@@ -17,10 +19,13 @@ use crate::metrics;
 use crate::send::SendDecision;
 use crate::signal::{decide, decide_hinted, Hint, SignalCommand, SignalState};
 
+mod directives;
+pub use directives::{DirectiveExecuted, LifecycleSent};
+
 /// How many times a command is re-decided after losing a compare-and-set before giving up.
 /// Each loss means someone else changed the signal, and a signal has at most a handful of
 /// events, so a handful of retries always reaches a terminal answer.
-const MAX_ATTEMPTS: usize = 16;
+pub(crate) const MAX_ATTEMPTS: usize = 16;
 
 /// The result of a command: the state after it and the sequences of what it appended.
 #[derive(Debug, Clone)]
@@ -285,7 +290,7 @@ impl SignalStore {
 
 /// A delivery the log could not store before its signal's `expires_at` is a delivery of an
 /// expired signal: the rules' own answer, so callers handle it as they handle that refusal.
-fn settled(e: Error) -> Error {
+pub(crate) fn settled(e: Error) -> Error {
     match e {
         Error::TooLate => DomainError::Refused(Refusal::Expired).into(),
         e => e,

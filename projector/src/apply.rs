@@ -16,6 +16,8 @@ use crate::batch::{Batch, FactRow, SentRow, SignalPatch, PROJECTION};
 use crate::error::Result;
 use crate::sql::{Conn, RowSet};
 
+mod directives;
+
 /// Writes `batch` if the checkpoint is `expected`; `Ok(false)` (nothing written) otherwise.
 pub(crate) async fn apply_in(
     conn: &mut Conn<'_>,
@@ -41,6 +43,7 @@ pub(crate) async fn apply_in(
     insert_agents(conn, b).await?;
     sessions(conn, b).await?;
     facts(conn, b).await?;
+    directives::directives(conn, b).await?;
     dead_letters(conn, b, now).await?;
     if !b.touched.is_empty() {
         let mut args = conn.args();

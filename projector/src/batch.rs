@@ -16,7 +16,10 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::dead_letter::{AsEntry, DeadLetter};
+
+mod directives;
 use crate::encode::{check_json, json_text, text};
+pub use directives::{DirectivePatch, RequestedRow};
 
 /// The name of the one projection that owns every read model (its checkpoint row).
 pub const PROJECTION: &str = "read_models";
@@ -127,6 +130,10 @@ pub struct Batch {
     pub touched: Vec<(String, String)>,
     /// Events of the range that are skipped, with why.
     pub dead_letters: Vec<DeadLetter>,
+    /// Directives created in this batch (`batch/directives.rs`).
+    pub directives: Vec<RequestedRow>,
+    /// Per directive, what this batch's later events did to it.
+    pub directive_patches: Vec<DirectivePatch>,
 }
 
 fn kind_str(k: SessionKind) -> String {
@@ -172,6 +179,7 @@ impl Batch {
         let mut touched: HashMap<(String, String), ()> = HashMap::new();
         let mut agents: HashMap<(String, String), Option<AgentRow>> = HashMap::new();
         let mut removed: HashMap<(String, String), ()> = HashMap::new();
+        let mut directive_patches: HashMap<Uuid, usize> = HashMap::new();
         for entry in entries {
             let stored = match entry.entry() {
                 Ok(stored) => stored,
@@ -336,7 +344,12 @@ impl Batch {
                 }
                 // Stored too late to count (its writer answered "nothing was accepted").
                 EventBody::Voided(_) => {}
-                // Directives and groups have no read model yet (issues 24, 25: wired separately).
+                body if body.directive_id().is_some() => {
+                    if let Err(reason) = directives::fold(&mut b, &mut directive_patches, stored, tenant) {
+                        b.dead_letters.push(DeadLetter::of(stored, &reason));
+                    }
+                }
+                // Groups have no read model yet (issue 25: wired separately).
                 _ => {}
             }
         }

@@ -15,7 +15,9 @@
 //! - `sql/`: the dialect layer — `Dialect` (`sql/dialect`: what the two spell differently), `Args`
 //!   and `RowSet` (typed parameters, a batch's rows as `UNNEST` arrays or one `json_each`
 //!   array), `Conn` and `Row` (run a statement, decode a column on either backend).
-//! - `batch`: folds a run of events into the row sets one batch writes (no I/O).
+//! - `batch`: folds a run of events into the row sets one batch writes (no I/O);
+//!   `batch/directives`, `apply/directives`, `read/directives`, `queries/directives`: the
+//!   directive read model (`directives`, `directive_candidates`) in each of those layers.
 //! - `apply`: one batch into the tables — checkpoint compare-and-set, one statement per row set,
 //!   recipient state — written once for both dialects.
 //! - `read`: the `Queries` answers, written once for both dialects.

@@ -71,8 +71,46 @@ impl Backend {
         }
     }
 
-    /// Deletes `signal_history` rows archived before `older_than`, `batch` per statement.
+    /// Deletes `signal_history` rows archived before `older_than`, and terminal `directives`
+    /// (with their candidates) that ended before it, `batch` per statement: both age out with
+    /// the stream's retention. A directive has no history table: once its events have left the
+    /// stream, a rebuild would not bring it back either.
     pub async fn purge_history(&self, older_than: DateTime<Utc>, batch: u32) -> Result<u64> {
+        let signals = self.purge_signal_history(older_than, batch).await?;
+        Ok(signals + self.purge_directives(older_than, batch).await?)
+    }
+
+    async fn purge_directives(&self, older_than: DateTime<Utc>, batch: u32) -> Result<u64> {
+        let mut total = 0;
+        loop {
+            let mut tx = self.begin_writer().await?;
+            let mut conn = tx.conn();
+            let args = conn.args().bind(older_than).bind(i64::from(batch.max(1)));
+            let ids = conn
+                .fetch_all(
+                    "SELECT directive_id FROM directives WHERE finished_at < $1 \
+                     AND status NOT IN ('requested', 'started') LIMIT $2",
+                    args,
+                )
+                .await?
+                .iter()
+                .map(|r| r.uuid("directive_id"))
+                .collect::<Result<Vec<Uuid>>>()?;
+            for table in ["directive_candidates", "directives"] {
+                let mut args = conn.args();
+                let src = args.rows(RowSet::new().col("id", ids.iter().copied()));
+                let sql = format!("DELETE FROM {table} WHERE directive_id IN (SELECT id FROM {src})");
+                conn.execute(&sql, args).await?;
+            }
+            tx.commit().await?;
+            total += ids.len() as u64;
+            if ids.len() < batch.max(1) as usize {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn purge_signal_history(&self, older_than: DateTime<Utc>, batch: u32) -> Result<u64> {
         let mut c = self.acquire().await?;
         let mut conn = c.conn();
         let mut total = 0;

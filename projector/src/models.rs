@@ -22,7 +22,10 @@ use crate::bisect::{self, Sink};
 use crate::error::{Error, Result};
 use crate::pg::PgModels;
 use crate::queries::ProjectionStatus;
-use crate::queries::{AgentRow, FactsAnswer, FactsPage, ListSignals, Overdue, PluginStateRow, Queries, SignalRow};
+use crate::queries::{
+    AgentRow, DirectiveRow, FactsAnswer, FactsPage, ListDirectives, ListSignals, Overdue, OverdueDirective,
+    PluginStateRow, Queries, SignalRow,
+};
 use crate::snapshot::Snapshot;
 use crate::sqlite::SqliteModels;
 
@@ -216,6 +219,23 @@ impl Queries for ReadModels {
 
     async fn plugin_facts(&self, page: &FactsPage) -> Result<FactsAnswer> {
         self.backend.plugin_facts(page).await
+    }
+
+    async fn directive(&self, tenant: &str, directive_id: Uuid) -> Result<Option<DirectiveRow>> {
+        self.backend.directive(tenant, directive_id).await
+    }
+
+    async fn list_directives(&self, q: &ListDirectives) -> Result<Vec<DirectiveRow>> {
+        self.backend.list_directives(q).await
+    }
+
+    async fn overdue_directives(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<OverdueDirective>> {
+        self.backend.overdue_directives(now, after, limit).await
     }
 
     async fn ping(&self) -> Result<()> {

@@ -13,6 +13,9 @@ use uuid::Uuid;
 use crate::dead_letter::DeadLetter;
 use crate::error::Result;
 
+mod directives;
+pub use directives::{DirectiveFilter, DirectiveRole, DirectiveRow, ListDirectives, OverdueDirective};
+
 /// One `signal_queue` (or `signal_history`) row, with the CONTRACT §10 columns.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SignalRow {
@@ -189,6 +192,22 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
 
     /// A page of a plugin's facts, newest first, bounded in rows and in bytes.
     async fn plugin_facts(&self, page: &FactsPage) -> Result<FactsAnswer>;
+
+    /// One directive by id, whoever asks (the gateway checks the caller is a party).
+    async fn directive(&self, tenant: &str, directive_id: Uuid) -> Result<Option<DirectiveRow>>;
+
+    /// A page of the caller's directives, newest first (`assigned` includes those the caller
+    /// is a candidate of).
+    async fn list_directives(&self, q: &ListDirectives) -> Result<Vec<DirectiveRow>>;
+
+    /// Open directives with `deadline <= now`, in `(deadline, directive_id)` order, strictly
+    /// after `after` when given.
+    async fn overdue_directives(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<OverdueDirective>>;
 
     /// Whether the database answers.
     async fn ping(&self) -> Result<()>;

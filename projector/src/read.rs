@@ -16,6 +16,8 @@ use crate::queries::{
 };
 use crate::sql::Row;
 
+mod directives;
+
 pub(crate) const SIGNAL_COLS: &str = "id, tenant, from_identity, to_identity, signal_type, category, priority, \
     payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, delivered_at, \
     expired_at, recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq";

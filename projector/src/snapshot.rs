@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 /// (name, columns, FROM clause, ORDER BY) of each dumped table; the SQL is valid in both
 /// PostgreSQL and SQLite (`maint.rs` substitutes `{SIGNAL_COLS}` and renders each row).
-pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 8] = [
+pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 10] = [
     (
         "signals",
         "id, tenant, from_identity, to_identity, signal_type, category, priority, payload, delivery_class, \
@@ -38,6 +38,15 @@ pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 8] = [
         "tenant, plugin_name, seq",
     ),
     ("plugin_state", "tenant, plugin_name, state, seq, updated_at", "plugin_state", "tenant, plugin_name"),
+    (
+        "directives",
+        "directive_id, tenant, issuer, assignee, claimed_by, directive_type, params, status, idempotency_key, \
+         correlation_id, created_at, deadline, started_at, finished_at, progress, result, failure, reason, \
+         declined_by, last_event_seq",
+        "directives",
+        "directive_id",
+    ),
+    ("directive_candidates", "directive_id, tenant, identity", "directive_candidates", "directive_id, identity"),
     ("projection_checkpoints", "projection, last_seq", "projection_checkpoints", "projection"),
     (
         "projection_dead_letters",

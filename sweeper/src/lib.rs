@@ -42,10 +42,13 @@
 //! - `config`: `SweeperConfig` and defaults. `lease`: `Lease`, the advisory lock.
 //! - `timers`: the timer set (pure; tested on paused time). `scan`: the backstop scan.
 //! - `expire`: one expiry and its outcome. `tally`: counts shared by timers and scan.
+//! - `directives`: directive expiry at the deadline — timers from `directive.requested` on the
+//!   tail, the backstop over the open-by-deadline index, each through `execute_directive(Expire)`.
 //! - `retention`: the `Archiver` trait and a retention pass. `status`: the status fact.
 //! - `metrics`: the series this crate records. `error`: `Error`, `Result`.
 
 pub mod config;
+pub mod directives;
 pub mod error;
 pub mod expire;
 pub mod lease;

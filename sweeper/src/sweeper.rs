@@ -19,6 +19,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::SweeperConfig;
+use crate::directives::{self, DirectiveKey, DirectiveOutcome, DirectiveTimers};
 use crate::error::{Error, Result};
 use crate::expire::{expire_pending, Outcome};
 use crate::lease::Held;
@@ -47,8 +48,15 @@ struct Ctx {
     tally: Arc<Tally>,
 }
 
+/// What a backstop run hands the timers: signals and directives due within the window.
+#[derive(Debug, Default)]
+struct Upcoming {
+    signals: Vec<projector::queries::Overdue>,
+    directives: Vec<projector::queries::OverdueDirective>,
+}
+
 /// A backstop run in the background; it hands back what the timers should take over.
-type RunTask = JoinHandle<Result<Vec<projector::queries::Overdue>>>;
+type RunTask = JoinHandle<Result<Upcoming>>;
 
 impl Sweeper {
     pub fn new(log: SharedLog, queries: Arc<dyn Queries>, archiver: impl Archiver, config: SweeperConfig) -> Self {
@@ -91,6 +99,9 @@ impl Sweeper {
 async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> Result<()> {
     let cfg = &ctx.config;
     let mut timers = Timers::new(cfg.lookahead());
+    let mut directive_timers = DirectiveTimers::new(cfg.lookahead());
+    let mut directive_inflight: JoinSet<(DirectiveKey, chrono::DateTime<Utc>, Result<DirectiveOutcome>)> =
+        JoinSet::new();
     // Start following where the read models stand: anything older is in them and reaches the
     // timers through the first run's preload; anything newer reaches them through the tail.
     let mut next_seq = ctx.queries.applied_seq().await? + 1;
@@ -117,9 +128,12 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                 match joined {
                     Ok(Ok(upcoming)) => {
                         let now = Utc::now();
-                        for o in upcoming {
+                        for o in upcoming.signals {
                             let pending = (&o).into();
                             timers.offer(SignalKey { tenant: o.tenant, id: o.id }, pending, now);
+                        }
+                        for d in upcoming.directives {
+                            directive_timers.offer(DirectiveKey { tenant: d.tenant, id: d.directive_id }, d.deadline, now);
                         }
                     }
                     Ok(Err(e)) => tracing::warn!(error = %e, "sweep run failed; the next one retries"),
@@ -130,6 +144,7 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                 Some(Ok(Stored { seq, event, .. })) => {
                     next_seq = seq + 1;
                     timers.observe(seq, &event, Utc::now());
+                    directive_timers.observe(&event, Utc::now());
                 }
                 // No timer can come of it, and the tail has moved past it.
                 Some(Err(bus::Error::Undecodable { seq, subject, reason })) => {
@@ -148,6 +163,24 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                     let outcome = expire_pending(&ctx.store, &ctx.types, &due.key.tenant, due.key.id, &due.pending).await;
                     (due, outcome)
                 });
+            }
+            (key, deadline) = directive_timers.next_due(), if directive_inflight.len() < cfg.concurrency => {
+                let ctx = ctx.clone();
+                directive_inflight.spawn(async move {
+                    let outcome = directives::expire_directive(&ctx.store, ctx.queries.as_ref(), &ctx.types, &key.tenant, key.id).await;
+                    (key, deadline, outcome)
+                });
+            }
+            Some(joined) = directive_inflight.join_next() => {
+                let (key, deadline, outcome) = joined.map_err(|e| Error::Task(e.to_string()))?;
+                match outcome {
+                    // As for signals: our wall clock and the timer's disagree by a hair.
+                    Ok(DirectiveOutcome::NotYetDue) => {
+                        directive_timers.offer(key, deadline + chrono::Duration::milliseconds(10), Utc::now());
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(tenant = %key.tenant, directive_id = %key.id, error = %e, "directive expiry failed; the next run retries"),
+                }
             }
             Some(joined) = inflight.join_next() => {
                 let (due, outcome) = joined.map_err(|e| Error::Task(e.to_string()))?;
@@ -170,12 +203,11 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
         let _ = task.await;
     }
     while inflight.join_next().await.is_some() {}
+    while directive_inflight.join_next().await.is_some() {}
     result
 }
 
-async fn join_run(
-    run: &mut Option<RunTask>,
-) -> std::result::Result<Result<Vec<projector::queries::Overdue>>, tokio::task::JoinError> {
+async fn join_run(run: &mut Option<RunTask>) -> std::result::Result<Result<Upcoming>, tokio::task::JoinError> {
     match run.as_mut() {
         Some(task) => task.await,
         None => std::future::pending().await,
@@ -189,14 +221,19 @@ async fn resubscribe(ctx: &Ctx, from: u64) -> Result<BoxStream<'static, bus::Res
 
 /// One backstop run: expire what is due, archive and purge, report, and list the next window
 /// for the timers.
-async fn backstop(ctx: Arc<Ctx>, cancel: CancellationToken) -> Result<Vec<projector::queries::Overdue>> {
+async fn backstop(ctx: Arc<Ctx>, cancel: CancellationToken) -> Result<Upcoming> {
     let cfg = &ctx.config;
     let started = Instant::now();
     let limits = ScanLimits { page: cfg.page, concurrency: cfg.concurrency };
     let scanned = scan::expire_overdue(&ctx.store, &ctx.queries, &ctx.types, &limits, &ctx.tally, &cancel).await?;
+    let directives_scanned =
+        directives::expire_overdue(&ctx.store, &ctx.queries, &ctx.types, cfg.page, cfg.concurrency, &cancel).await?;
     let retained =
         retention::pass(ctx.archiver.as_ref(), Utc::now(), cfg.archive_after, cfg.retention, cfg.archive_batch).await?;
-    let upcoming = scan::upcoming(&ctx.queries, Utc::now(), cfg.lookahead(), cfg.preload_limit).await?;
+    let upcoming = Upcoming {
+        signals: scan::upcoming(&ctx.queries, Utc::now(), cfg.lookahead(), cfg.preload_limit).await?,
+        directives: directives::upcoming(&ctx.queries, Utc::now(), cfg.lookahead(), cfg.preload_limit).await?,
+    };
     let report = RunReport {
         finished_at: Utc::now(),
         duration: started.elapsed(),
@@ -207,13 +244,17 @@ async fn backstop(ctx: Arc<Ctx>, cancel: CancellationToken) -> Result<Vec<projec
     tracing::info!(
         scan_expired = scanned.counts.expired,
         scan_pages = scanned.pages,
+        directives_expired = directives_scanned.expired,
+        directives_ended = directives_scanned.ended,
+        directives_failed = directives_scanned.failed,
         expired = report.counts.expired,
         lag_seconds_max = report.counts.lag_max.as_secs_f64(),
         lost_races = report.counts.lost,
         failed = report.counts.failed,
         archived = retained.archived,
         purged = retained.purged,
-        preloaded = upcoming.len(),
+        preloaded = upcoming.signals.len(),
+        preloaded_directives = upcoming.directives.len(),
         run_seconds = report.duration.as_secs_f64(),
         "sweep run finished"
     );

@@ -111,3 +111,8 @@ async fn given_history_past_the_retention_when_a_run_purges_then_it_is_deleted()
 async fn given_a_stale_read_model_hint_when_expiring_without_a_read_then_the_stream_decides() {
     scenarios::stale_hints(Bed::distributed().await).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_open_directives_when_deadlines_pass_then_each_expires_once_on_time_or_at_the_first_run() {
+    scenarios::directives::directives(Bed::distributed().await).await;
+}
