@@ -90,19 +90,26 @@ pub fn plan_fanout(
     for to in targets {
         let signal_id = member_signal_id(tenant, from, key, &to);
         let member_req = SendRequest { to: to.clone(), ..req.clone() };
-        let decision =
-            match decide_send(limits.types, tenant, from, member_req, view(&to), limits.now, limits.max_payload_bytes) {
-                Ok(SendDecision::Accepted(mut sent)) => {
-                    (sent.signal_id, sent.fanout_id) = (signal_id, Some(fanout_id));
-                    Ok(SendDecision::Accepted(sent))
-                }
-                Ok(SendDecision::Bounced(mut bounced)) => {
-                    bounced.signal_id = signal_id;
-                    Ok(SendDecision::Bounced(bounced))
-                }
-                Err(DomainError::UnknownRecipient) => Err(DomainError::UnknownRecipient),
-                Err(e) => return Err(e),
-            };
+        let decision = match decide_send(
+            limits.types,
+            tenant,
+            from,
+            member_req,
+            view(&to),
+            limits.now,
+            limits.max_payload_bytes,
+        ) {
+            Ok(SendDecision::Accepted(mut sent)) => {
+                (sent.signal_id, sent.fanout_id) = (signal_id, Some(fanout_id));
+                Ok(SendDecision::Accepted(sent))
+            }
+            Ok(SendDecision::Bounced(mut bounced)) => {
+                bounced.signal_id = signal_id;
+                Ok(SendDecision::Bounced(bounced))
+            }
+            Err(DomainError::UnknownRecipient) => Err(DomainError::UnknownRecipient),
+            Err(e) => return Err(e),
+        };
         planned.push(MemberDecision { to, signal_id, decision });
     }
     Ok(FanoutPlan { fanout_id, to: req.to, now: limits.now, members: planned })

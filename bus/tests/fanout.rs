@@ -26,12 +26,21 @@ use testkit::NatsServer;
 use uuid::Uuid;
 
 fn offline(_: &str) -> RecipientView {
-    RecipientView { registered: true, state: RecipientState::NotAvailableOffline, has_live_ws: false, freshest_session: None }
+    RecipientView {
+        registered: true,
+        state: RecipientState::NotAvailableOffline,
+        has_live_ws: false,
+        freshest_session: None,
+    }
 }
 
 fn plan(types: &TypeTable, members: &[String], key: Option<&str>) -> FanoutPlan {
-    let limits =
-        FanoutLimits { types, max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES, max_fanout: DEFAULT_MAX_FANOUT, now: Utc::now() };
+    let limits = FanoutLimits {
+        types,
+        max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        max_fanout: DEFAULT_MAX_FANOUT,
+        now: Utc::now(),
+    };
     let req = SendRequest {
         to: "@reviewers".into(),
         signal_type: "StatusUpdate".into(),
@@ -52,7 +61,11 @@ async fn sent_on_stream(store: &SignalStore, signal_id: Uuid) -> usize {
 }
 
 fn accepted(sent: &FanoutSent) -> Vec<&str> {
-    sent.results.iter().filter(|r| r.outcome.as_ref().is_ok_and(|o| o.state.sent.is_some())).map(|r| r.to.as_str()).collect()
+    sent.results
+        .iter()
+        .filter(|r| r.outcome.as_ref().is_ok_and(|o| o.state.sent.is_some()))
+        .map(|r| r.to.as_str())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +115,10 @@ async fn a_fanout_cut_by_a_stalled_stream_answers_each_member_truly_and_its_repe
             Ok(recorded) => {
                 assert!(recorded.created, "{}: the first attempt recorded it", entry.to);
                 let s = recorded.state.sent.as_ref().unwrap();
-                assert_eq!((s.fanout_id, s.signal_id, s.to.as_str()), (Some(fanout_id), entry.signal_id, entry.to.as_str()));
+                assert_eq!(
+                    (s.fanout_id, s.signal_id, s.to.as_str()),
+                    (Some(fanout_id), entry.signal_id, entry.to.as_str())
+                );
                 assert_eq!(on_stream, 1, "{} was answered accepted", entry.to);
             }
             Err(_) => assert_eq!(on_stream, 0, "{} was answered unavailable but counts on the stream", entry.to),
