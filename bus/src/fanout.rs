@@ -86,6 +86,12 @@ pub fn plan_fanout(
     let targets = fanout_targets(members, from, limits.max_fanout)?;
     let key = req.dedupe_key.as_deref();
     let fanout_id = fanout_id_for(tenant, from, key);
+    if targets.is_empty() {
+        // No one to send to (`results: []`), but a request that is wrong is still refused.
+        let probe = SendRequest { to: from.to_string(), ..req.clone() };
+        let registered = RecipientView { registered: true, ..view(from) };
+        decide_send(limits.types, tenant, from, probe, registered, limits.now, limits.max_payload_bytes)?;
+    }
     let mut planned = Vec::with_capacity(targets.len());
     for to in targets {
         let signal_id = member_signal_id(tenant, from, key, &to);

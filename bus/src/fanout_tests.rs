@@ -84,6 +84,12 @@ fn given_a_bad_request_or_too_many_members_when_planned_then_the_whole_send_is_r
     assert!(plan(unnamed, &["bob"], 10).is_err(), "a group name starts with @");
     assert!(matches!(plan(req(None), &["bob", "carol", "alice"], 1), Err(DomainError::Invalid(_))));
     assert!(plan(req(None), &["alice"], 1).unwrap().members.is_empty(), "only the sender: results []");
+    let mut bad_alone = req(None);
+    bad_alone.ttl_seconds = Some(0);
+    assert!(
+        matches!(plan(bad_alone, &["alice"], 1), Err(DomainError::Invalid(_))),
+        "refused even with no one to send to"
+    );
 }
 
 #[test]
