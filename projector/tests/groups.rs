@@ -12,7 +12,7 @@ use projector::queries::Queries;
 use support::*;
 use uuid::Uuid;
 
-both_backends!(groups_and_fanouts_land_alike_live_and_rebuilt);
+both_backends!(groups_and_fanouts_land_alike_live_and_rebuilt, a_batch_over_rows_of_earlier_batches_nets_out_alike);
 
 fn created(group: &str, self_join: bool, at: DateTime<Utc>) -> Event {
     ev(at, EventBody::GroupCreated(GroupCreated { group: group.into(), self_join, announce: true }))
@@ -112,4 +112,41 @@ async fn groups_and_fanouts_land_alike_live_and_rebuilt(env: Env) {
     let rebuilt = m.snapshot().await.unwrap();
     assert_eq!(live, rebuilt, "{}", live.diff(&rebuilt));
     assert_eq!(m.groups(TENANT).await.unwrap(), groups, "the rebuilt groups answer alike");
+}
+
+/// A batch that removes and re-adds a member, updates a group and deletes and re-creates
+/// another, all over rows an earlier batch wrote, leaves what one batch over everything leaves.
+async fn a_batch_over_rows_of_earlier_batches_nets_out_alike(env: Env) {
+    let m = &env.models;
+    let t0 = Utc::now() - Duration::minutes(10);
+    let at = |s: i64| t0 + Duration::seconds(s);
+    let events = vec![
+        created("@a", false, at(0)),
+        added("@a", "bob", at(1)),
+        created("@b", false, at(2)),
+        added("@b", "carol", at(3)),
+        // The second batch, over the rows of the first.
+        left("@a", "bob", at(4)),
+        added("@a", "bob", at(5)),
+        ev(at(6), EventBody::GroupUpdated(GroupUpdated { group: "@a".into(), self_join: true, announce: true })),
+        ev(at(7), EventBody::GroupDeleted(GroupDeleted { group: "@b".into() })),
+        created("@b", true, at(8)),
+        added("@b", "dave", at(9)),
+    ];
+    let seqs = env.append_all(&events).await;
+    assert!(m.apply_stored(&stored(seqs[0], events[..4].to_vec()), seqs[0] - 1).await.unwrap());
+    assert!(m.apply_stored(&stored(seqs[4], events[4..].to_vec()), seqs[3]).await.unwrap());
+
+    let a = m.group(TENANT, "@a").await.unwrap().expect("@a");
+    assert_eq!((a.self_join, a.members.len()), (true, 1));
+    assert_eq!(a.members[0].added_at.timestamp(), at(5).timestamp(), "bob's second add is the row");
+    let b = m.group(TENANT, "@b").await.unwrap().expect("@b");
+    let members: Vec<&str> = b.members.iter().map(|x| x.identity.as_str()).collect();
+    assert_eq!((b.self_join, b.created_at.timestamp(), members), (true, at(8).timestamp(), vec!["dave"]));
+    assert!(m.groups_of(TENANT, "carol").await.unwrap().is_empty(), "the delete took carol with it");
+
+    let live = m.snapshot().await.unwrap();
+    projector::rebuild(&env.log, m).await.unwrap();
+    let rebuilt = m.snapshot().await.unwrap();
+    assert_eq!(live, rebuilt, "{}", live.diff(&rebuilt));
 }
