@@ -110,6 +110,29 @@ impl SignalStore {
         Err(Error::Unavailable(format!("group {group} is too contended")))
     }
 
+    /// Removes `identity` from each of `groups` (its agent was removed: CONTRACT §8, §15), as
+    /// `signalbus`; the groups are the caller's read (`groups_of`). One entry per group, in
+    /// order, each with the roster signals its removal causes; a group deleted meanwhile
+    /// answers `UnknownGroup`, one the identity already left appends nothing.
+    pub async fn remove_from_groups(
+        &self,
+        tenant: &str,
+        identity: &str,
+        groups: &[String],
+        now: DateTime<Utc>,
+    ) -> Vec<(String, Result<GroupExecuted>)> {
+        let mut results = Vec::with_capacity(groups.len());
+        for group in groups {
+            let command = GroupCommand::RemoveMember {
+                group: group.clone(),
+                identity: identity.to_string(),
+                by: ROSTER_SENDER.into(),
+            };
+            results.push((group.clone(), self.execute_group(tenant, group, &command, ROSTER_SENDER, now).await));
+        }
+        results
+    }
+
     /// Records a planned group send: each member's decision appended as an ordinary signal with
     /// its own compare-and-set ("subject empty"), up to `FANOUT_CONCURRENCY` at once. A member
     /// whose signal a previous attempt (same dedupe key) recorded is answered with it, so a

@@ -175,6 +175,18 @@ async fn group_commands_race_through_their_compare_and_set_and_announce_members(
     let removed = store.execute_group(TENANT, group, &remove, "signalbus", now).await.unwrap();
     let [(seq, signals)] = &removed.roster[..] else { panic!("one event, one roster: {:?}", removed.roster) };
     assert_eq!((removed.appended[0].0, signals.len()), (*seq, 7));
+    // The removed agent m5 leaves every group it is in, announced; a group it is not in is untouched.
+    let other = GroupCommand::Upsert { group: "@other".into(), self_join: true, announce: true };
+    store.execute_group(TENANT, "@other", &other, "admin", now).await.unwrap();
+    let left = store.remove_from_groups(TENANT, "m5", &[group.into(), "@other".into(), "@gone".into()], now).await;
+    let outcomes: Vec<(usize, usize)> = left[..2]
+        .iter()
+        .map(|(_, r)| r.as_ref().map(|e| (e.appended.len(), e.roster.iter().map(|r| r.1.len()).sum())).unwrap())
+        .collect();
+    assert_eq!(outcomes, [(1, 6), (0, 0)], "left @reviewers (6 told), was never in @other");
+    assert!(matches!(left[2].1, Err(Error::Domain(DomainError::UnknownGroup(_)))));
+    assert!(!store.load_group(TENANT, group).await.unwrap().0.members.contains("m5"));
+
     let types = TypeTable::default();
     let limits = FanoutLimits { types: &types, max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES, max_fanout: 1000, now };
     for round in 0..2 {
