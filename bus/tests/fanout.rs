@@ -74,7 +74,7 @@ async fn a_fanout_cut_by_a_stalled_stream_answers_each_member_truly_and_its_repe
     let log = connect(&nats.url(), &unique_stream(), 1).await;
     let store = SignalStore::new(log.clone());
     let types = TypeTable::default();
-    let members: Vec<String> = (0..300).map(|n| format!("m{n:03}")).chain(["alice".to_string()]).collect();
+    let members: Vec<String> = (0..500).map(|n| format!("m{n:03}")).chain(["alice".to_string()]).collect();
 
     // Every append published is seen here as it reaches the server, so the pause falls after
     // the first few appends and long before the last.
@@ -88,7 +88,7 @@ async fn a_fanout_cut_by_a_stalled_stream_answers_each_member_truly_and_its_repe
         let store = store.clone();
         async move { store.record_fanout(TENANT, "alice", first).await }
     });
-    for _ in 0..10 {
+    for _ in 0..5 {
         tokio::time::timeout(Duration::from_secs(10), published.next()).await.expect("appends reach the server");
     }
     nats.pause();
@@ -97,7 +97,7 @@ async fn a_fanout_cut_by_a_stalled_stream_answers_each_member_truly_and_its_repe
     let sent = tokio::time::timeout(Duration::from_secs(60), task).await.expect("the fan-out ends").unwrap();
 
     assert_eq!(sent.fanout_id, fanout_id);
-    assert_eq!(sent.results.len(), 300, "one entry per member but the sender");
+    assert_eq!(sent.results.len(), 500, "one entry per member but the sender");
     let ok = accepted(&sent);
     let unavailable: Vec<&str> = sent
         .results
@@ -106,8 +106,8 @@ async fn a_fanout_cut_by_a_stalled_stream_answers_each_member_truly_and_its_repe
         .map(|r| r.to.as_str())
         .collect();
     eprintln!("stream paused mid-fan-out: {} accepted, {} unavailable", ok.len(), unavailable.len());
-    assert_eq!(ok.len() + unavailable.len(), 300, "each entry is accepted or unavailable: {:?}", sent.results);
-    assert!(ok.len() >= 10, "the appends before the pause were accepted: {}", ok.len());
+    assert_eq!(ok.len() + unavailable.len(), 500, "each entry is accepted or unavailable: {:?}", sent.results);
+    assert!(ok.len() >= 5, "the appends before the pause were accepted: {}", ok.len());
     assert!(!unavailable.is_empty(), "the pause cut some appends: {ok:?}");
     for entry in &sent.results {
         let on_stream = sent_on_stream(&store, entry.signal_id).await;
@@ -128,7 +128,7 @@ async fn a_fanout_cut_by_a_stalled_stream_answers_each_member_truly_and_its_repe
     // The repeat answers the accepted members with their signals and sends to the others.
     let again = store.record_fanout(TENANT, "alice", plan(&types, &members, Some("review-7"))).await;
     assert_eq!(again.fanout_id, fanout_id, "the same fanout_id");
-    assert_eq!(accepted(&again).len(), 300, "every member accepted now: {:?}", again.results);
+    assert_eq!(accepted(&again).len(), 500, "every member accepted now: {:?}", again.results);
     for (before, after) in sent.results.iter().zip(&again.results) {
         assert_eq!((&before.to, before.signal_id), (&after.to, after.signal_id), "each member keeps its signal");
         let recorded = after.outcome.as_ref().unwrap();
