@@ -44,6 +44,20 @@ pub enum GroupCommand {
     Leave { group: String, identity: String },
 }
 
+impl GroupCommand {
+    /// The group the command is about (with its `@`).
+    pub fn group(&self) -> &str {
+        match self {
+            GroupCommand::Upsert { group, .. }
+            | GroupCommand::Delete { group }
+            | GroupCommand::AddMember { group, .. }
+            | GroupCommand::RemoveMember { group, .. }
+            | GroupCommand::Join { group, .. }
+            | GroupCommand::Leave { group, .. } => group,
+        }
+    }
+}
+
 impl GroupState {
     pub fn from_events<'a>(events: impl IntoIterator<Item = &'a EventBody>) -> Self {
         let mut state = Self::default();
@@ -75,14 +89,7 @@ impl GroupState {
 
 /// Decides what `command` causes on a group in `state`: nothing when it is already so.
 pub fn decide(state: &GroupState, command: &GroupCommand) -> DomainResult<Vec<EventBody>> {
-    let group = match command {
-        GroupCommand::Upsert { group, .. }
-        | GroupCommand::Delete { group }
-        | GroupCommand::AddMember { group, .. }
-        | GroupCommand::RemoveMember { group, .. }
-        | GroupCommand::Join { group, .. }
-        | GroupCommand::Leave { group, .. } => group,
-    };
+    let group = &command.group().to_string();
     validate_group(group)?;
     if let GroupCommand::Upsert { self_join, announce, .. } = command {
         let (group, self_join, announce) = (group.clone(), *self_join, *announce);

@@ -15,9 +15,11 @@
 //! - `signal`: the pure rules of a signal's life (`apply`, `decide`).
 //! - `directive`: the pure rules of a directive's life, its lifecycle signals and recalls.
 //! - `group`: the pure rules of a group's settings and members, fan-out and roster signals.
+//! - `fanout`: a send to a group planned per member (ids a repeat finds again), pure.
 //! - `log`: the `EventLog` trait and its JetStream and embedded backends.
 //! - `store`: load → decide → compare-and-set append, with retries (`store/directives`: the same
 //!   for directives, and their lifecycle signals carried out as ordinary sends).
+//! - `group_store`: the same for groups; recording a planned fan-out and recalling many.
 //! - `metrics`: the series this crate records.
 
 pub mod acceptance;
@@ -29,8 +31,10 @@ pub mod directive_status;
 pub mod error;
 pub mod event;
 pub mod fact;
+pub mod fanout;
 pub mod files;
 pub mod group;
+pub mod group_store;
 pub mod log;
 pub mod metrics;
 pub mod names;

@@ -143,6 +143,7 @@ pub fn decide_send(
         redacted,
         resolved_to_session: recipient.freshest_session.filter(|_| publish_path != PublishPath::QueuedOffline),
         pushed_to: None,
+        fanout_id: None,
     })))
 }
 

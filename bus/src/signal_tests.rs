@@ -34,6 +34,7 @@ fn sent() -> EventBody {
         redacted: vec![],
         resolved_to_session: None,
         pushed_to: None,
+        fanout_id: None,
     }))
 }
 

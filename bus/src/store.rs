@@ -190,7 +190,8 @@ impl SignalStore {
 
     /// Records a send decision. The first event on a signal's subject is appended with
     /// "subject empty" as the condition, so of several sends sharing a dedupe key exactly one is
-    /// recorded, and the others get the state of the one that was.
+    /// recorded, and the others get the state of the one that was. A subject holding only void
+    /// events (sends stored too late to count) counts as empty.
     pub async fn record_send(
         &self,
         tenant: &str,
@@ -202,16 +203,29 @@ impl SignalStore {
             SendDecision::Accepted(sent) => (sent.signal_id, sent.correlation_id.clone(), EventBody::SignalSent(sent)),
             SendDecision::Bounced(b) => (b.signal_id, None, EventBody::SignalBounced(b)),
         };
-        let mut event = Event::new(tenant, Some(actor.to_string()), now, body);
-        event.correlation_id = correlation_id;
-        match self.append(&event, Expect::LastSubjectSeq(0)).await {
-            Ok(a) => Ok(SendRecorded { state: SignalState::from_events([&event.body]), created: true, seq: a.seq }),
-            Err(Error::Conflict { .. }) => {
-                let (state, seq) = self.load(tenant, signal_id).await?;
-                Ok(SendRecorded { state, created: false, seq })
+        let mut expect = 0;
+        for _ in 0..MAX_ATTEMPTS {
+            let mut event = Event::new(tenant, Some(actor.to_string()), now, body.clone());
+            event.correlation_id = correlation_id.clone();
+            match self.append(&event, Expect::LastSubjectSeq(expect)).await {
+                Ok(a) => {
+                    let state = SignalState::from_events([&event.body]);
+                    return Ok(SendRecorded { state, created: true, seq: a.seq });
+                }
+                Err(Error::Conflict { .. }) => {
+                    let (state, seq) = self.load(tenant, signal_id).await?;
+                    // Only void events there: an earlier attempt was stored too late to count
+                    // (its caller heard "nothing was accepted"), so this send is still the first.
+                    if state.sent.is_none() && !state.bounced && seq > expect {
+                        expect = seq;
+                        continue;
+                    }
+                    return Ok(SendRecorded { state, created: false, seq });
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => Err(e),
         }
+        Err(Error::Unavailable(format!("signal {signal_id} is too contended")))
     }
 
     /// Appends an event that is not part of any signal's life (sessions, agents), unconditionally.

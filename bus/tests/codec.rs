@@ -53,6 +53,7 @@ fn samples() -> Vec<Event> {
             redacted: vec!["token".into()],
             resolved_to_session: None,
             pushed_to: None,
+            fanout_id: None,
         })),
         EventBody::SignalBounced(SignalBounced {
             signal_id: sig,
@@ -261,4 +262,19 @@ fn a_delivery_is_stamped_to_count_only_before_its_signal_expires() {
     s.pushed_to = Some(Uuid::from_u128(1));
     let expires_at = s.expires_at;
     assert_eq!(store_by(&sent.body), Some(expires_at));
+}
+
+#[test]
+fn a_fanout_id_round_trips_and_is_absent_from_a_plain_send() {
+    let plain = samples().into_iter().find(|e| e.type_name() == "signal.sent").unwrap();
+    let mut member = plain.clone();
+    if let EventBody::SignalSent(s) = &mut member.body {
+        s.fanout_id = Some(Uuid::from_u128(0x4444));
+    }
+    let bytes = encode(&member).unwrap();
+    assert_eq!(decode(&bytes).unwrap(), member, "the fanout_id survives the codec");
+    assert!(encode(&member).unwrap().len() > encode(&plain).unwrap().len(), "a member's send carries its fanout_id");
+    let plain_bytes = encode(&plain).unwrap();
+    let needle = b"fanout_id";
+    assert!(!plain_bytes.windows(needle.len()).any(|w| w == needle), "a plain send writes no fanout_id field");
 }

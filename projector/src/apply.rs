@@ -44,6 +44,7 @@ pub(crate) async fn apply_in(
     sessions(conn, b).await?;
     facts(conn, b).await?;
     directives::directives(conn, b).await?;
+    crate::apply_groups::groups(conn, b).await?;
     dead_letters(conn, b, now).await?;
     if !b.touched.is_empty() {
         let mut args = conn.args();
@@ -128,6 +129,7 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
         .col("corr", s.iter().map(|r| r.correlation_id.as_deref()))
         .col("ca", s.iter().map(|r| r.created_at))
         .col("ea", s.iter().map(|r| r.expires_at))
+        .col("fan", s.iter().map(|r| r.fanout_id))
         .col("seq", s.iter().map(|r| patch(r).map_or(r.seq, |p| p.seq.max(r.seq))))
         .col("da", s.iter().map(|r| patch(r).and_then(|p| p.delivered_at)))
         .col("via", s.iter().map(|r| patch(r).and_then(|p| p.via.as_deref())))
@@ -146,9 +148,10 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
     let sql = format!(
         "INSERT INTO signal_queue AS q (id, tenant, from_identity, to_identity, signal_type, category, priority, \
            payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, \
-           delivered_at, delivered_via, resolved_to_session, acked_at, expired_at, recalled_at, last_event_seq) \
+           delivered_at, delivered_via, resolved_to_session, acked_at, expired_at, recalled_at, last_event_seq, \
+           fanout_id) \
          SELECT id, tenant, f, t, st, cat, pri, {payload}, dc, rs, pp, corr, ca, ea, \
-           da, via, CASE WHEN via IS NOT NULL THEN sess END, aa, xa, ra, seq \
+           da, via, CASE WHEN via IS NOT NULL THEN sess END, aa, xa, ra, seq, fan \
          FROM {src} WHERE true \
          ON CONFLICT (id) DO UPDATE SET \
            delivered_at = COALESCE(q.delivered_at, EXCLUDED.delivered_at), \

@@ -15,6 +15,7 @@ use bus::send::MAX_CORRELATION_ID_CHARS;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::batch_groups::{GroupChanges, GroupFold};
 use crate::dead_letter::{AsEntry, DeadLetter};
 
 mod directives;
@@ -41,6 +42,8 @@ pub struct SentRow {
     pub correlation_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// The group send this signal is one member's part of.
+    pub fanout_id: Option<Uuid>,
     pub seq: i64,
 }
 
@@ -128,6 +131,8 @@ pub struct Batch {
     pub plugin_states: Vec<FactRow>,
     /// Identities whose recipient state may have changed.
     pub touched: Vec<(String, String)>,
+    /// What the batch's group events leave of `groups` and `group_members`.
+    pub groups: GroupChanges,
     /// Events of the range that are skipped, with why.
     pub dead_letters: Vec<DeadLetter>,
     /// Directives created in this batch (`batch/directives.rs`).
@@ -180,6 +185,7 @@ impl Batch {
         let mut agents: HashMap<(String, String), Option<AgentRow>> = HashMap::new();
         let mut removed: HashMap<(String, String), ()> = HashMap::new();
         let mut directive_patches: HashMap<Uuid, usize> = HashMap::new();
+        let mut groups = GroupFold::default();
         for entry in entries {
             let stored = match entry.entry() {
                 Ok(stored) => stored,
@@ -229,6 +235,7 @@ impl Batch {
                         correlation_id: s.correlation_id.as_deref().map(text),
                         created_at: s.created_at,
                         expires_at: s.expires_at,
+                        fanout_id: s.fanout_id,
                         seq,
                     });
                     // A send that recorded its push is delivered by the same event.
@@ -349,7 +356,7 @@ impl Batch {
                         b.dead_letters.push(DeadLetter::of(stored, &reason));
                     }
                 }
-                // Groups have no read model yet (issue 25: wired separately).
+                body if groups.fold(tenant, at, body) => {}
                 _ => {}
             }
         }
@@ -359,6 +366,7 @@ impl Batch {
         b.agents.sort_by(|x, y| (&x.tenant, &x.identity).cmp(&(&y.tenant, &y.identity)));
         b.removed_agents = removed.into_keys().collect();
         b.removed_agents.sort();
+        b.groups = groups.finish();
         b
     }
 }

@@ -18,9 +18,11 @@
 //! - `batch`: folds a run of events into the row sets one batch writes (no I/O);
 //!   `batch/directives`, `apply/directives`, `read/directives`, `queries/directives`: the
 //!   directive read model (`directives`, `directive_candidates`) in each of those layers.
+//!   `batch_groups`: the net effect of a batch's group events.
 //! - `apply`: one batch into the tables — checkpoint compare-and-set, one statement per row set,
-//!   recipient state — written once for both dialects.
-//! - `read`: the `Queries` answers, written once for both dialects.
+//!   recipient state — written once for both dialects; `apply_groups`: groups and members.
+//! - `read`: the `Queries` answers, written once for both dialects; `read_groups`: groups,
+//!   and the signals of one group send or correlation id (for recalling many).
 //! - `maint`: archiving, purging history, snapshots and the doctor's probes.
 //! - `encode`: the total encoding of text and JSON (U+0000 becomes U+FFFD).
 //! - `dead_letter`: events that cannot be applied, and which failures are the data's fault.
@@ -44,8 +46,10 @@
 //! Migrations live in `schema/postgres` and `schema/sqlite` and are embedded at build time.
 
 mod apply;
+mod apply_groups;
 mod backend;
 mod batch;
+mod batch_groups;
 mod bisect;
 pub mod dead_letter;
 pub mod doctor;
@@ -59,6 +63,7 @@ pub mod models;
 mod pg;
 pub mod queries;
 mod read;
+mod read_groups;
 pub mod rebuild;
 mod rebuild_pass;
 pub mod runner;

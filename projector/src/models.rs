@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::pg::PgModels;
 use crate::queries::ProjectionStatus;
 use crate::queries::{
-    AgentRow, DirectiveRow, FactsAnswer, FactsPage, ListDirectives, ListSignals, Overdue, OverdueDirective,
+    AgentRow, DirectiveRow, FactsAnswer, FactsPage, GroupRow, ListDirectives, ListSignals, Overdue, OverdueDirective,
     PluginStateRow, Queries, SignalRow,
 };
 use crate::snapshot::Snapshot;
@@ -236,6 +236,26 @@ impl Queries for ReadModels {
         limit: u32,
     ) -> Result<Vec<OverdueDirective>> {
         self.backend.overdue_directives(now, after, limit).await
+    }
+
+    async fn groups(&self, tenant: &str) -> Result<Vec<GroupRow>> {
+        self.backend.groups(tenant, None).await
+    }
+
+    async fn group(&self, tenant: &str, name: &str) -> Result<Option<GroupRow>> {
+        Ok(self.backend.groups(tenant, Some(name)).await?.into_iter().next())
+    }
+
+    async fn groups_of(&self, tenant: &str, identity: &str) -> Result<Vec<String>> {
+        self.backend.groups_of(tenant, identity).await
+    }
+
+    async fn signals_by_fanout(&self, tenant: &str, sender: &str, fanout_id: Uuid) -> Result<Vec<SignalRow>> {
+        self.backend.signals_by(tenant, sender, crate::read_groups::SentAs::Fanout(fanout_id)).await
+    }
+
+    async fn signals_by_correlation(&self, tenant: &str, sender: &str, correlation_id: &str) -> Result<Vec<SignalRow>> {
+        self.backend.signals_by(tenant, sender, crate::read_groups::SentAs::Correlation(correlation_id)).await
     }
 
     async fn ping(&self) -> Result<()> {

@@ -40,6 +40,9 @@ pub struct SignalRow {
     pub resolved_to_session: Option<Uuid>,
     pub acked_at: Option<DateTime<Utc>>,
     pub last_event_seq: i64,
+    /// The group send this signal is one member's part of (CONTRACT §15).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fanout_id: Option<Uuid>,
 }
 
 /// `status` filter of signal lists.
@@ -94,6 +97,26 @@ pub struct AgentRow {
     pub state: String,
     pub live_sessions: i32,
     pub last_heartbeat: Option<DateTime<Utc>>,
+}
+
+/// A group with its members (`groups` and `group_members`, CONTRACT §15).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupRow {
+    pub tenant: String,
+    /// The name with its `@`.
+    pub group: String,
+    pub self_join: bool,
+    pub announce: bool,
+    pub created_at: DateTime<Utc>,
+    /// Sorted by identity.
+    pub members: Vec<GroupMemberRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupMemberRow {
+    pub identity: String,
+    pub added_at: DateTime<Utc>,
+    pub added_by: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -208,6 +231,21 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
         after: Option<(DateTime<Utc>, Uuid)>,
         limit: u32,
     ) -> Result<Vec<OverdueDirective>>;
+
+    /// The groups of a tenant with their members, sorted by name.
+    async fn groups(&self, tenant: &str) -> Result<Vec<GroupRow>>;
+
+    /// One group with its members (`name` with its `@`).
+    async fn group(&self, tenant: &str, name: &str) -> Result<Option<GroupRow>>;
+
+    /// The groups `identity` is a member of, sorted (its removal leaves every one of them).
+    async fn groups_of(&self, tenant: &str, identity: &str) -> Result<Vec<String>>;
+
+    /// The signals (hot or archived) `sender` sent as one group send, sorted by recipient.
+    async fn signals_by_fanout(&self, tenant: &str, sender: &str, fanout_id: Uuid) -> Result<Vec<SignalRow>>;
+
+    /// The signals (hot or archived) `sender` sent with `correlation_id`, sorted by recipient.
+    async fn signals_by_correlation(&self, tenant: &str, sender: &str, correlation_id: &str) -> Result<Vec<SignalRow>>;
 
     /// Whether the database answers.
     async fn ping(&self) -> Result<()>;

@@ -20,9 +20,9 @@ mod directives;
 
 pub(crate) const SIGNAL_COLS: &str = "id, tenant, from_identity, to_identity, signal_type, category, priority, \
     payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, delivered_at, \
-    expired_at, recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq";
+    expired_at, recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq, fanout_id";
 
-fn signal_row(r: &Row) -> Result<SignalRow> {
+pub(crate) fn signal_row(r: &Row) -> Result<SignalRow> {
     Ok(SignalRow {
         id: r.uuid("id")?,
         tenant: r.get("tenant")?,
@@ -45,6 +45,7 @@ fn signal_row(r: &Row) -> Result<SignalRow> {
         resolved_to_session: r.opt_uuid("resolved_to_session")?,
         acked_at: r.opt_ts("acked_at")?,
         last_event_seq: r.get("last_event_seq")?,
+        fanout_id: r.opt_uuid("fanout_id")?,
     })
 }
 

@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 
 /// (name, columns, FROM clause, ORDER BY) of each dumped table; the SQL is valid in both
 /// PostgreSQL and SQLite (`maint.rs` substitutes `{SIGNAL_COLS}` and renders each row).
-pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 10] = [
+pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 12] = [
     (
         "signals",
         "id, tenant, from_identity, to_identity, signal_type, category, priority, payload, delivery_class, \
          recipient_state, publish_path, correlation_id, created_at, expires_at, delivered_at, expired_at, \
-         recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq",
+         recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq, fanout_id",
         "(SELECT {SIGNAL_COLS} FROM signal_queue UNION ALL SELECT {SIGNAL_COLS} FROM signal_history) s",
         "id",
     ),
@@ -47,6 +47,13 @@ pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 10] = [
         "directive_id",
     ),
     ("directive_candidates", "directive_id, tenant, identity", "directive_candidates", "directive_id, identity"),
+    ("groups", "tenant, group_name, self_join, announce, created_at", "groups", "tenant, group_name"),
+    (
+        "group_members",
+        "tenant, group_name, identity, added_at, added_by",
+        "group_members",
+        "tenant, group_name, identity",
+    ),
     ("projection_checkpoints", "projection, last_seq", "projection_checkpoints", "projection"),
     (
         "projection_dead_letters",

@@ -42,6 +42,10 @@ pub struct SignalSent {
     /// so no compare-and-set is lost by skipping the separate `signal.delivered`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pushed_to: Option<Uuid>,
+    /// The send to a group this signal is one member's part of (CONTRACT §15): every member's
+    /// signal of one group send carries the same id, so they can be recalled together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fanout_id: Option<Uuid>,
 }
 
 impl SignalSent {

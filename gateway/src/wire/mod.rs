@@ -247,6 +247,7 @@ mod tests {
             redacted: vec![],
             resolved_to_session: None,
             pushed_to: None,
+            fanout_id: None,
         };
         let expected = |s: &SignalSent, p: Value, r: bool| {
             json!({"op": "signal", "signal": {
@@ -292,6 +293,7 @@ mod tests {
             redacted: vec![],
             resolved_to_session: None,
             pushed_to: None,
+            fanout_id: None,
         };
         let out = serde_json::to_string(&PushSignal::delivered(Cow::Owned(sent), false)).unwrap();
         assert!(out.contains(&format!(r#""payload":{deep},"#)), "{out}");

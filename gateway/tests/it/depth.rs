@@ -115,6 +115,7 @@ async fn queued_before_the_limit(bus: &Bus, payload: String) -> Uuid {
         redacted: vec![],
         resolved_to_session: None,
         pushed_to: None,
+        fanout_id: None,
     };
     let id = sent.signal_id;
     let event = Event::new("default", Some("alice".into()), now, EventBody::SignalSent(Box::new(sent)));

@@ -185,6 +185,7 @@ fn sent_with_nul(id: Uuid) -> Event {
         redacted: vec![],
         resolved_to_session: None,
         pushed_to: None,
+        fanout_id: None,
     }));
     Event::new("default", Some("alice".into()), now, body)
 }

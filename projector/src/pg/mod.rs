@@ -22,7 +22,7 @@ pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../schema/
 pub(crate) const WRITER_LOCK: i64 = 0x7362_7072_6f6a;
 
 /// The tables of the read models, in the order a rebuild swaps (or, embedded, copies) them.
-pub(crate) const TABLES: [&str; 11] = [
+pub(crate) const TABLES: [&str; 13] = [
     "signal_queue",
     "signal_history",
     "agents",
@@ -32,6 +32,8 @@ pub(crate) const TABLES: [&str; 11] = [
     "plugin_state",
     "directives",
     "directive_candidates",
+    "groups",
+    "group_members",
     "projection_dead_letters",
     "projection_checkpoints",
 ];

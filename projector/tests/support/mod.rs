@@ -199,6 +199,7 @@ pub fn sent(id: Uuid, from: &str, to: &str, category: Category, at: DateTime<Utc
             redacted: vec!["token".into()],
             resolved_to_session: None,
             pushed_to: None,
+            fanout_id: None,
         })),
     )
 }
