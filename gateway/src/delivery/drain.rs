@@ -36,6 +36,23 @@ impl Deliverer {
         }
     }
 
+    /// A session of `identity` was recorded closed at stream sequence `seq`. What it was handed
+    /// and did not ack goes to the identity's next session — but a session that opened here
+    /// before that close was on the stream drained while the closed one still counted as open,
+    /// and so could not take those signals back. Drain the freshest such session again: the
+    /// close is known by then, so its unacked deliveries are redelivered (each through the
+    /// per-signal compare-and-set, so never twice).
+    pub fn on_closed(self: &Arc<Self>, tenant: &str, identity: &str, seq: u64) {
+        let drained_before = |s: &Arc<SessionHandle>| s.drain_target.borrow().is_some_and(|t| t < seq);
+        let Some(session) = self.hub.of_identity(tenant, identity).into_iter().find(drained_before) else { return };
+        let this = self.clone();
+        self.tasks.spawn(async move {
+            if let Err(e) = this.drain_session(&session).await {
+                tracing::warn!(error = %e, session_id = %session.id, "redelivery drain failed; the next session gets them");
+            }
+        });
+    }
+
     async fn drain_session(&self, session: &Arc<SessionHandle>) -> Result<(), ApiError> {
         let batch = self.config.drain_batch.max(1);
         let mut seen: HashSet<Uuid> = HashSet::new();

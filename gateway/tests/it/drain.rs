@@ -68,6 +68,26 @@ async fn drain_is_priority_desc_then_oldest_first_and_unacked_ones_come_back_red
 }
 
 #[tokio::test]
+async fn what_a_session_left_unacked_goes_to_a_sibling_that_opened_before_it_closed() {
+    let bus = Bus::start().await;
+    let alice = bus.register("alice").await;
+    let bob = bus.register("bob").await;
+    let id = queue(&bus, &alice, "TaskAssigned", 1).await;
+    let mut first = bus.connect(&bob).await;
+    let s = first.next_signal(WAIT).await.expect("drained to the first session");
+    assert_eq!(s["id"], json!(id));
+    // A second session opens while the first still holds the signal (its to ack): its startup
+    // drain must leave it alone.
+    let mut second = bus.connect(&bob).await;
+    assert!(second.next_signal(Duration::from_millis(300)).await.is_none(), "not while the first is open");
+    // The first leaves without acking: the sibling, already open, gets it back.
+    first.close().await;
+    let again = second.next_signal(WAIT).await.expect("redelivered to the open sibling");
+    assert_eq!((again["id"].clone(), again["redelivered"].clone()), (json!(id), json!(true)));
+    assert_eq!(deliveries(&bus.log, &id).await, 2);
+}
+
+#[tokio::test]
 async fn a_live_push_is_acked_over_the_socket_and_not_redelivered() {
     let bus = Bus::start().await;
     let alice = bus.register("alice").await;
