@@ -49,31 +49,12 @@ pub enum DirectiveOutcome {
 }
 
 /// Timers at open directives' deadlines, within `lookahead` of now.
-#[derive(Debug)]
-pub struct DirectiveTimers {
-    set: TimerSet<DirectiveKey, DateTime<Utc>>,
-}
+pub type DirectiveTimers = TimerSet<DirectiveKey, DateTime<Utc>>;
 
 impl DirectiveTimers {
-    pub fn new(lookahead: Duration) -> Self {
-        Self { set: TimerSet::new(lookahead) }
-    }
-
-    pub fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
-    }
-
     /// Sets (or moves) the timer of `key` to `deadline`; false, and nothing set, beyond the window.
     pub fn offer(&mut self, key: DirectiveKey, deadline: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-        self.set.offer_at(key, deadline, deadline, now)
-    }
-
-    pub fn cancel(&mut self, key: &DirectiveKey) -> bool {
-        self.set.cancel(key)
+        self.offer_at(key, deadline, deadline, now)
     }
 
     /// Follows one stream event: a `directive.requested` sets a timer at its deadline, an event
@@ -100,7 +81,7 @@ impl DirectiveTimers {
 
     /// Waits for the next timer to fire (forever while none is set): the key and its deadline.
     pub async fn next_due(&mut self) -> (DirectiveKey, DateTime<Utc>) {
-        std::future::poll_fn(|cx| self.set.poll_due(cx)).await
+        std::future::poll_fn(|cx| self.poll_fired(cx)).await
     }
 }
 

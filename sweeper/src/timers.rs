@@ -87,7 +87,7 @@ impl<K: Clone + Eq + Hash, V> TimerSet<K, V> {
         true
     }
 
-    /// Removes the timer of `key`. Returns whether one was set.
+    /// Removes the timer of `key` (its signal or directive ended). Returns whether one was set.
     pub fn cancel(&mut self, key: &K) -> bool {
         match self.entries.remove(key) {
             Some((handle, _)) => {
@@ -100,7 +100,7 @@ impl<K: Clone + Eq + Hash, V> TimerSet<K, V> {
 
     /// The next timer that fired, with its value. Pending (never ready-empty) while no timer is
     /// set, so it can sit in a `select!` next to the branches that add timers.
-    pub fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<(K, V)> {
+    pub fn poll_fired(&mut self, cx: &mut Context<'_>) -> Poll<(K, V)> {
         match self.queue.poll_expired(cx) {
             Poll::Ready(Some(expired)) => {
                 let key = expired.into_inner();
@@ -112,55 +112,17 @@ impl<K: Clone + Eq + Hash, V> TimerSet<K, V> {
     }
 }
 
-/// The timer set. `lookahead` is how far ahead of now a timer may be set.
-#[derive(Debug)]
-pub struct Timers {
-    set: TimerSet<SignalKey, Pending>,
-}
+/// The signal timers. `lookahead` is how far ahead of now a timer may be set; `offer_at`
+/// fires at another instant than the expiry (a retry shortly after a timer fired a hair early),
+/// keeping `pending` — the expiry the event will record — as it is.
+pub type Timers = TimerSet<SignalKey, Pending>;
 
 impl Timers {
-    pub fn new(lookahead: Duration) -> Self {
-        Self { set: TimerSet::new(lookahead) }
-    }
-
-    pub fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.set.is_empty()
-    }
-
-    pub fn contains(&self, key: &SignalKey) -> bool {
-        self.set.contains(key)
-    }
-
-    pub fn lookahead(&self) -> Duration {
-        self.set.lookahead()
-    }
-
     /// Sets (or moves) the timer of `key` to fire at `pending.expires_at`, read against
     /// `now_utc`. Returns false, and sets nothing, when that lies beyond the look-ahead window.
     pub fn offer(&mut self, key: SignalKey, pending: Pending, now_utc: DateTime<Utc>) -> bool {
         let at = pending.expires_at;
         self.offer_at(key, pending, at, now_utc)
-    }
-
-    /// Like `offer`, but fires at `fire_at` (a retry shortly after a timer fired a hair early),
-    /// keeping `pending` — the expiry the event will record — as it is.
-    pub fn offer_at(
-        &mut self,
-        key: SignalKey,
-        pending: Pending,
-        fire_at: DateTime<Utc>,
-        now_utc: DateTime<Utc>,
-    ) -> bool {
-        self.set.offer_at(key, pending, fire_at, now_utc)
-    }
-
-    /// Removes the timer of `key` (the signal reached a terminal state). Returns whether one was set.
-    pub fn cancel(&mut self, key: &SignalKey) -> bool {
-        self.set.cancel(key)
     }
 
     /// Follows one stream event stored at `seq`: a send sets its signal's timer (when due within
@@ -191,7 +153,7 @@ impl Timers {
     /// The next timer that fired. Pending (never ready-empty) while no timer is set, so it can
     /// sit in a `select!` next to the branches that add timers.
     pub fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<Due> {
-        self.set.poll_due(cx).map(|(key, pending)| Due { key, pending })
+        self.poll_fired(cx).map(|(key, pending)| Due { key, pending })
     }
 
     /// Waits for the next timer to fire (forever while none is set).
