@@ -8,6 +8,7 @@
 
 use crate::error::{DomainError, DomainResult};
 use crate::event::{AgentRegistered, AgentRemoved, EventBody, SessionKind, TokenRotated};
+use crate::fold::Fold;
 
 /// Where an identity stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -36,15 +37,9 @@ pub enum AgentCommand {
     Remove { identity: String },
 }
 
-impl AgentState {
-    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a EventBody>) -> Self {
-        let mut state = Self::default();
-        events.into_iter().for_each(|e| state.apply(e));
-        state
-    }
-
+impl Fold for AgentState {
     /// Folds one event in; events that cannot follow the current state are ignored.
-    pub fn apply(&mut self, event: &EventBody) {
+    fn apply(&mut self, event: &EventBody) {
         match event {
             EventBody::AgentRegistered(r) if self.status != AgentStatus::Registered => {
                 *self = AgentState {

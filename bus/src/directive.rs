@@ -37,6 +37,7 @@ use crate::event::{
     DirectiveCanceled, DirectiveCompleted, DirectiveDeclined, DirectiveExpired, DirectiveFailed, DirectiveProgressed,
     DirectiveRequested, DirectiveStarted, DirectiveStatus, EventBody,
 };
+use crate::fold::Fold;
 
 pub use create::{
     candidates, directive_id_for, idempotent_repeat, CreateDirective, DEFAULT_DEADLINE_SECONDS, MAX_DEADLINE_SECONDS,
@@ -145,16 +146,10 @@ impl DirectiveCommand {
     }
 }
 
-impl DirectiveState {
-    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a EventBody>) -> Self {
-        let mut state = Self::default();
-        events.into_iter().for_each(|e| state.apply(e));
-        state
-    }
-
+impl Fold for DirectiveState {
     /// Folds one event in. Never fails; events that cannot follow the current state (they lost
     /// no race, so they cannot exist) are ignored.
-    pub fn apply(&mut self, event: &EventBody) {
+    fn apply(&mut self, event: &EventBody) {
         use DirectiveStatus::*;
         let open = self.status.is_open();
         match event {
@@ -202,7 +197,9 @@ impl DirectiveState {
             _ => {}
         }
     }
+}
 
+impl DirectiveState {
     /// Ends the directive as `status` by `by`, who holds the claim from now on if nobody did.
     fn finish(&mut self, status: DirectiveStatus, by: &str, at: DateTime<Utc>) {
         self.claimed_by.get_or_insert_with(|| by.to_string());

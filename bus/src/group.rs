@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::error::{DomainError, DomainResult};
 use crate::event::{EventBody, GroupCreated, GroupDeleted, GroupMemberAdded, GroupMemberRemoved, GroupUpdated};
+use crate::fold::Fold;
 use crate::names::validate_group;
 
 /// Default `[limits] max_fanout`.
@@ -58,15 +59,9 @@ impl GroupCommand {
     }
 }
 
-impl GroupState {
-    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a EventBody>) -> Self {
-        let mut state = Self::default();
-        events.into_iter().for_each(|e| state.apply(e));
-        state
-    }
-
+impl Fold for GroupState {
     /// Folds one event in; events that cannot follow the current state are ignored.
-    pub fn apply(&mut self, event: &EventBody) {
+    fn apply(&mut self, event: &EventBody) {
         match event {
             EventBody::GroupCreated(e) if !self.exists => {
                 *self =

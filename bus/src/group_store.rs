@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::error::{DomainError, Error, Result};
 use crate::event::{Entity, Event};
 use crate::fanout::{FanoutPlan, ROSTER_SENDER};
+use crate::fold::Fold;
 use crate::group::{decide, roster_signals, GroupCommand, GroupState, RosterSignal};
 use crate::log::Expect;
 use crate::signal::{RecallOutcome, SignalCommand};

@@ -16,6 +16,7 @@
 //! - `directive`: the pure rules of a directive's life, its lifecycle signals and recalls.
 //! - `group`: the pure rules of a group's settings and members, fan-out and roster signals.
 //! - `fanout`: a send to a group planned per member (ids a repeat finds again), pure.
+//! - `fold`: the `Fold` trait: a state's `apply` folded over a subject's events (`from_events`).
 //! - `log`: the `EventLog` trait and its JetStream and embedded backends.
 //! - `store`: load → decide → compare-and-set append, with retries (`store/directives`: the same
 //!   for directives, and their lifecycle signals carried out as ordinary sends).
@@ -33,6 +34,7 @@ pub mod event;
 pub mod fact;
 pub mod fanout;
 pub mod files;
+pub mod fold;
 pub mod group;
 pub mod group_store;
 pub mod log;

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use crate::agent::{AgentCommand, AgentState};
 use crate::error::{DomainError, Error, Refusal, Result};
 use crate::event::{Entity, Event, EventBody, SignalSent};
+use crate::fold::Fold;
 use crate::log::{Appended, Expect, SharedLog, Stored};
 use crate::metrics;
 use crate::send::SendDecision;

@@ -27,7 +27,7 @@ mod limits;
 mod socket;
 mod tls;
 use crate::metrics;
-use connection::serve_connection;
+use connection::{serve_connection, Serving};
 use handshake::handshake;
 pub use limits::ConnLimits;
 pub use socket::CloseRoom;
@@ -71,14 +71,17 @@ where
             _ = stopping.wait_for(|s| *s) => break,
         };
         match permits.clone().try_acquire_owned() {
-            Ok(permit) => match limits.tls.clone() {
-                None => {
-                    connections.spawn(serve_connection(io, router.clone(), limits.clone(), permit, stop.clone()));
+            Ok(permit) => {
+                let serving = Serving { router: router.clone(), limits: limits.clone(), permit, stop: stop.clone() };
+                match limits.tls.clone() {
+                    None => {
+                        connections.spawn(serve_connection(io, serving));
+                    }
+                    Some(tls) => {
+                        connections.spawn(handshake(tls, io, serving));
+                    }
                 }
-                Some(tls) => {
-                    connections.spawn(handshake(tls, io, router.clone(), limits.clone(), permit, stop.clone()));
-                }
-            },
+            }
             Err(_) => {
                 refused.note(&addr, limits.max_connections);
                 if limits.tls.is_some() {

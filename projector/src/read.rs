@@ -153,25 +153,37 @@ impl Backend {
              WHERE expires_at IS NOT NULL AND delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL \
                AND expires_at <= $1 {keyset} ORDER BY expires_at ASC, id ASC LIMIT $2"
         );
+        self.due_page(&sql, now, after, limit, |r| {
+            Ok(Overdue {
+                tenant: r.get("tenant")?,
+                id: r.uuid("id")?,
+                signal_type: r.get("signal_type")?,
+                expires_at: r.ts("expires_at")?,
+                correlation_id: r.get("correlation_id")?,
+                last_event_seq: r.get::<i64>("last_event_seq")? as u64,
+            })
+        })
+        .await
+    }
+
+    /// Runs `sql`, a query of what is due by `now` paged by keyset: `$1` is `now`, `$2` the
+    /// limit and, after a first page, `$3, $4` the (instant, id) of the last row seen; decodes
+    /// each row with `row`.
+    pub(crate) async fn due_page<T>(
+        &self,
+        sql: &str,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+        row: impl Fn(&Row) -> Result<T>,
+    ) -> Result<Vec<T>> {
         let mut c = self.acquire().await?;
         let mut conn = c.conn();
         let mut args = conn.args().bind(now).bind(i64::from(limit));
         if let Some((at, id)) = after {
             args = args.bind(at).bind(id);
         }
-        let rows = conn.fetch_all(&sql, args).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Overdue {
-                    tenant: r.get("tenant")?,
-                    id: r.uuid("id")?,
-                    signal_type: r.get("signal_type")?,
-                    expires_at: r.ts("expires_at")?,
-                    correlation_id: r.get("correlation_id")?,
-                    last_event_seq: r.get::<i64>("last_event_seq")? as u64,
-                })
-            })
-            .collect()
+        conn.fetch_all(sql, args).await?.iter().map(row).collect()
     }
 
     pub async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>> {

@@ -23,13 +23,12 @@ use bus::{DomainError, Refusal};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use projector::queries::{OverdueDirective, Queries};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::time::{delay_queue, DelayQueue};
 use uuid::Uuid;
 
 use crate::error::Result;
 use crate::expire::ACTOR;
+use crate::timers::TimerSet;
 
 /// Which directive a timer belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -50,54 +49,12 @@ pub enum DirectiveOutcome {
 }
 
 /// Timers at open directives' deadlines, within `lookahead` of now.
-#[derive(Debug)]
-pub struct DirectiveTimers {
-    queue: DelayQueue<DirectiveKey>,
-    entries: HashMap<DirectiveKey, (delay_queue::Key, DateTime<Utc>)>,
-    lookahead: Duration,
-}
+pub type DirectiveTimers = TimerSet<DirectiveKey, DateTime<Utc>>;
 
 impl DirectiveTimers {
-    pub fn new(lookahead: Duration) -> Self {
-        Self { queue: DelayQueue::new(), entries: HashMap::new(), lookahead }
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// Sets (or moves) the timer of `key` to `deadline`; false, and nothing set, beyond the window.
     pub fn offer(&mut self, key: DirectiveKey, deadline: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-        let until = (deadline - now).to_std().unwrap_or(Duration::ZERO);
-        if until > self.lookahead {
-            return false;
-        }
-        let at = Instant::now() + until;
-        match self.entries.get_mut(&key) {
-            Some((handle, d)) => {
-                self.queue.reset_at(handle, at);
-                *d = deadline;
-            }
-            None => {
-                let handle = self.queue.insert_at(key.clone(), at);
-                self.entries.insert(key, (handle, deadline));
-            }
-        }
-        true
-    }
-
-    pub fn cancel(&mut self, key: &DirectiveKey) -> bool {
-        match self.entries.remove(key) {
-            Some((handle, _)) => {
-                self.queue.remove(&handle);
-                true
-            }
-            None => false,
-        }
+        self.offer_at(key, deadline, deadline, now)
     }
 
     /// Follows one stream event: a `directive.requested` sets a timer at its deadline, an event
@@ -124,15 +81,7 @@ impl DirectiveTimers {
 
     /// Waits for the next timer to fire (forever while none is set): the key and its deadline.
     pub async fn next_due(&mut self) -> (DirectiveKey, DateTime<Utc>) {
-        std::future::poll_fn(|cx| match self.queue.poll_expired(cx) {
-            std::task::Poll::Ready(Some(expired)) => {
-                let key = expired.into_inner();
-                let (_, deadline) = self.entries.remove(&key).expect("every queued key has an entry");
-                std::task::Poll::Ready((key, deadline))
-            }
-            _ => std::task::Poll::Pending,
-        })
-        .await
+        std::future::poll_fn(|cx| self.poll_fired(cx)).await
     }
 }
 

@@ -1,5 +1,6 @@
 //! The on-time half of expiry: a timer per pending signal due within the look-ahead window,
-//! keyed by `(tenant, signal id)`, firing at `expires_at`.
+//! keyed by `(tenant, signal id)`, firing at `expires_at`; and `TimerSet`, the keyed timers it
+//! is built on (the directive timers are too).
 //!
 //! Deliberately pure apart from tokio's clock (so tests run on paused time): it appends nothing,
 //! reads no stream and decides nothing about a signal. Signals due beyond the window are
@@ -7,6 +8,7 @@
 //! window rather than by the number of pending signals.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -32,21 +34,16 @@ pub struct Due {
     pub pending: Pending,
 }
 
+/// Timers keyed by `K`, each holding a `V` that is handed back when it fires. `lookahead` is
+/// how far ahead of now a timer may be set. Shared by the signal and the directive timers.
 #[derive(Debug)]
-struct Entry {
-    handle: delay_queue::Key,
-    pending: Pending,
-}
-
-/// The timer set. `lookahead` is how far ahead of now a timer may be set.
-#[derive(Debug)]
-pub struct Timers {
-    queue: DelayQueue<SignalKey>,
-    entries: HashMap<SignalKey, Entry>,
+pub struct TimerSet<K, V> {
+    queue: DelayQueue<K>,
+    entries: HashMap<K, (delay_queue::Key, V)>,
     lookahead: Duration,
 }
 
-impl Timers {
+impl<K: Clone + Eq + Hash, V> TimerSet<K, V> {
     pub fn new(lookahead: Duration) -> Self {
         Self { queue: DelayQueue::new(), entries: HashMap::new(), lookahead }
     }
@@ -59,7 +56,7 @@ impl Timers {
         self.entries.is_empty()
     }
 
-    pub fn contains(&self, key: &SignalKey) -> bool {
+    pub fn contains(&self, key: &K) -> bool {
         self.entries.contains_key(key)
     }
 
@@ -67,51 +64,65 @@ impl Timers {
         self.lookahead
     }
 
-    /// Sets (or moves) the timer of `key` to fire at `pending.expires_at`, read against
-    /// `now_utc`. Returns false, and sets nothing, when that lies beyond the look-ahead window.
-    pub fn offer(&mut self, key: SignalKey, pending: Pending, now_utc: DateTime<Utc>) -> bool {
-        let at = pending.expires_at;
-        self.offer_at(key, pending, at, now_utc)
-    }
-
-    /// Like `offer`, but fires at `fire_at` (a retry shortly after a timer fired a hair early),
-    /// keeping `pending` — the expiry the event will record — as it is.
-    pub fn offer_at(
-        &mut self,
-        key: SignalKey,
-        pending: Pending,
-        fire_at: DateTime<Utc>,
-        now_utc: DateTime<Utc>,
-    ) -> bool {
+    /// Sets (or moves) the timer of `key` to fire at `fire_at`, read against `now_utc`, holding
+    /// `value`. Returns false, and sets nothing, when that lies beyond the look-ahead window.
+    pub fn offer_at(&mut self, key: K, value: V, fire_at: DateTime<Utc>, now_utc: DateTime<Utc>) -> bool {
         let until = (fire_at - now_utc).to_std().unwrap_or(Duration::ZERO);
         if until > self.lookahead {
             return false;
         }
         let deadline = Instant::now() + until;
         match self.entries.get_mut(&key) {
-            // The same signal offered twice (tail and scan overlap): keep one timer, at the
-            // newest reading of its expiry.
-            Some(entry) => {
-                self.queue.reset_at(&entry.handle, deadline);
-                entry.pending = pending;
+            // The same key offered twice (tail and scan overlap): keep one timer, holding the
+            // newest value.
+            Some((handle, held)) => {
+                self.queue.reset_at(handle, deadline);
+                *held = value;
             }
             None => {
                 let handle = self.queue.insert_at(key.clone(), deadline);
-                self.entries.insert(key, Entry { handle, pending });
+                self.entries.insert(key, (handle, value));
             }
         }
         true
     }
 
-    /// Removes the timer of `key` (the signal reached a terminal state). Returns whether one was set.
-    pub fn cancel(&mut self, key: &SignalKey) -> bool {
+    /// Removes the timer of `key` (its signal or directive ended). Returns whether one was set.
+    pub fn cancel(&mut self, key: &K) -> bool {
         match self.entries.remove(key) {
-            Some(entry) => {
-                self.queue.remove(&entry.handle);
+            Some((handle, _)) => {
+                self.queue.remove(&handle);
                 true
             }
             None => false,
         }
+    }
+
+    /// The next timer that fired, with its value. Pending (never ready-empty) while no timer is
+    /// set, so it can sit in a `select!` next to the branches that add timers.
+    pub fn poll_fired(&mut self, cx: &mut Context<'_>) -> Poll<(K, V)> {
+        match self.queue.poll_expired(cx) {
+            Poll::Ready(Some(expired)) => {
+                let key = expired.into_inner();
+                let (_, value) = self.entries.remove(&key).expect("every queued key has an entry");
+                Poll::Ready((key, value))
+            }
+            Poll::Ready(None) | Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// The signal timers. `lookahead` is how far ahead of now a timer may be set; `offer_at`
+/// fires at another instant than the expiry (a retry shortly after a timer fired a hair early),
+/// keeping `pending` — the expiry the event will record — as it is.
+pub type Timers = TimerSet<SignalKey, Pending>;
+
+impl Timers {
+    /// Sets (or moves) the timer of `key` to fire at `pending.expires_at`, read against
+    /// `now_utc`. Returns false, and sets nothing, when that lies beyond the look-ahead window.
+    pub fn offer(&mut self, key: SignalKey, pending: Pending, now_utc: DateTime<Utc>) -> bool {
+        let at = pending.expires_at;
+        self.offer_at(key, pending, at, now_utc)
     }
 
     /// Follows one stream event stored at `seq`: a send sets its signal's timer (when due within
@@ -142,14 +153,7 @@ impl Timers {
     /// The next timer that fired. Pending (never ready-empty) while no timer is set, so it can
     /// sit in a `select!` next to the branches that add timers.
     pub fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<Due> {
-        match self.queue.poll_expired(cx) {
-            Poll::Ready(Some(expired)) => {
-                let key = expired.into_inner();
-                let entry = self.entries.remove(&key).expect("every queued key has an entry");
-                Poll::Ready(Due { key, pending: entry.pending })
-            }
-            Poll::Ready(None) | Poll::Pending => Poll::Pending,
-        }
+        self.poll_fired(cx).map(|(key, pending)| Due { key, pending })
     }
 
     /// Waits for the next timer to fire (forever while none is set).

@@ -23,6 +23,7 @@ use crate::directive::{
 };
 use crate::error::{DomainError, Error, Result};
 use crate::event::{Entity, Event};
+use crate::fold::Fold;
 use crate::log::Expect;
 use crate::send::RecipientView;
 use crate::signal::{RecallOutcome, SignalCommand};

@@ -26,16 +26,22 @@ use super::limits::ConnLimits;
 use super::socket::{self, CloseRoom, TcpSocket};
 use crate::metrics;
 
+/// What serving one connection takes besides its socket.
+pub(super) struct Serving {
+    pub router: Router,
+    pub limits: ConnLimits,
+    /// The open-connection permit, held until the socket closes.
+    pub permit: OwnedSemaphorePermit,
+    /// Turns true at shutdown.
+    pub stop: watch::Receiver<bool>,
+}
+
 /// Serves one connection until it ends, its deadline passes, or shutdown closes it.
-pub(super) async fn serve_connection<I>(
-    io: I,
-    router: Router,
-    limits: ConnLimits,
-    permit: OwnedSemaphorePermit,
-    mut stop: watch::Receiver<bool>,
-) where
+pub(super) async fn serve_connection<I>(io: I, serving: Serving)
+where
     I: AsyncRead + AsyncWrite + TcpSocket + Unpin + Send + 'static,
 {
+    let Serving { router, limits, permit, mut stop } = serving;
     socket::limit_unsent(io.tcp());
     let activity = Arc::new(Activity::new());
     let room = CloseRoom::default();

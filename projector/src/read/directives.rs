@@ -137,21 +137,13 @@ impl Backend {
             "SELECT d.tenant, d.directive_id, d.deadline FROM directives d WHERE {OPEN} AND d.deadline <= $1 {keyset} \
              ORDER BY d.deadline ASC, d.directive_id ASC LIMIT $2"
         );
-        let mut c = self.acquire().await?;
-        let mut conn = c.conn();
-        let mut args = conn.args().bind(now).bind(i64::from(limit));
-        if let Some((at, id)) = after {
-            args = args.bind(at).bind(id);
-        }
-        let rows = conn.fetch_all(&sql, args).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(OverdueDirective {
-                    tenant: r.get("tenant")?,
-                    directive_id: r.uuid("directive_id")?,
-                    deadline: r.ts("deadline")?,
-                })
+        self.due_page(&sql, now, after, limit, |r| {
+            Ok(OverdueDirective {
+                tenant: r.get("tenant")?,
+                directive_id: r.uuid("directive_id")?,
+                deadline: r.ts("deadline")?,
             })
-            .collect()
+        })
+        .await
     }
 }
