@@ -1,12 +1,12 @@
 //! The README's example runs (issue 29). lib.rs includes the README as the crate's docs, so
 //! `cargo test --doc` compiles each ```rust block; here the "Ten lines" example — kept verbatim in
-//! `support/readme_example.rs`, which must equal the README's block — runs against a real
+//! `support/readme_example.rs.in`, which must equal the README's block — runs against a real
 //! `signalbus serve`: it sends alice a StatusUpdate and answers her Question.
 
 mod support;
 
 // the example's own `use`s (Client, SendRequest, Signal, json) come with it
-include!("support/readme_example.rs");
+include!("support/readme_example.rs.in");
 
 use std::time::Duration;
 
@@ -19,8 +19,8 @@ fn the_readme_block_is_the_example_run_here() {
         readme.split("```rust\n").nth(1).and_then(|b| b.split("```").next()).expect("a ```rust block in the README");
     assert_eq!(
         block,
-        include_str!("support/readme_example.rs"),
-        "tests/support/readme_example.rs must be the README's example"
+        include_str!("support/readme_example.rs.in"),
+        "tests/support/readme_example.rs.in must be the README's example"
     );
 }
 
