@@ -187,7 +187,10 @@ class MemberResult:
         if isinstance(err, Mapping):
             from .errors import error_from_body
 
-            return cls(to=_req(obj, "to"), error=error_from_body(dict(err)), raw=dict(obj))
+            to = _req(obj, "to")
+            body = dict(err)
+            body.setdefault("message", f"the signal to {to} was not accepted ({body.get('code', 'error')})")
+            return cls(to=to, error=error_from_body(body), raw=dict(obj))
         return cls(
             to=_req(obj, "to"),
             signal_id=_req(obj, "signal_id"),
