@@ -21,7 +21,7 @@ import logging
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Protocol, TypeVar, Union
 from urllib.parse import quote
 
 from .delivery import Route
@@ -34,11 +34,15 @@ from .errors import (
     DirectiveFailed,
     DirectiveRejected,
     DirectiveTimeout,
+    ClientClosed,
     Forbidden,
+    InternalError,
     InvalidTransition,
     NotFound,
+    RateLimited,
     SignalbusError,
     TransportError,
+    Unavailable,
     UsageError,
 )
 from .http import HttpApi, clean
@@ -47,12 +51,23 @@ from .types import Directive, DirectivePage, Signal
 
 log = logging.getLogger("signalbus_client")
 
+T = TypeVar("T")
+
 # The lifecycle signals an issuer receives about its directive (CONTRACT §14). An issuer that is
 # also the assignee receives DirectiveCanceled / DirectiveExpired too: a run_directive takes them.
 ISSUER_SIGNALS = frozenset(
     {"DirectiveStarted", "DirectiveCompleted", "DirectiveFailed", "DirectiveRejected", "DirectiveCanceled", "DirectiveExpired"}
 )
 REQUESTED = "DirectiveRequested"
+# What a worker is told of a directive it was handed that ended without it: taken and acked by
+# the worker (its bookkeeping), never left to pile up unacked in a client that only serves.
+WORKER_ENDINGS = frozenset({"DirectiveCanceled", "DirectiveExpired"})
+
+# Answers after which a worker's call is worth repeating (a few times, backing off): the bus
+# could not take it now. A repeat of a call that did land is harmless (``start`` answers
+# ``InvalidTransition`` with the directive started by this identity: resumed).
+TRANSIENT = (TransportError, Unavailable, RateLimited, InternalError)
+RETRY_DELAYS = (0.5, 1.0, 2.0)
 
 # How long past a directive's deadline a run_directive without a timeout waits for the bus's
 # DirectiveExpired before it looks at the directive itself (the sweeper expires it within seconds).
@@ -83,6 +98,9 @@ class ProgressReporter(Protocol):
 # the directive's ``result``; any other value ``v`` is sent as ``{"value": v}``, ``None`` as ``{}``.
 # An exception fails the directive with ``code`` = the exception's class name, ``message`` = str(e).
 DirectiveHandler = Callable[[Directive, ProgressReporter], Any]
+
+# What a waiting run_directive is handed: news of its directive, or why to stop waiting.
+Waited = Union[Directive, SignalbusError]
 
 
 def new_idempotency_key() -> str:
@@ -137,7 +155,9 @@ class Directives:
         self._delivery = session.delivery
         # Directive id → the queues of the run_directive calls waiting on it (fed by signals and
         # by this client's own actions: an issuer is sent no DirectiveCanceled for its own cancel).
-        self._waits: Dict[str, List["asyncio.Queue[Directive]"]] = {}
+        self._waits: Dict[str, List["asyncio.Queue[Waited]"]] = {}
+        self._runs: "set[asyncio.Queue[Waited]]" = set()  # every run waiting, for close()
+        self._closed = False
         self._workers: Dict[str, DirectiveHandler] = {}
         self._worker_route: Optional[Route] = None
         self._slots: Optional[asyncio.Semaphore] = None
@@ -232,7 +252,9 @@ class Directives:
             )
         key = idempotency_key or new_idempotency_key()
         issuer = self._session.identity
-        queue: "asyncio.Queue[Directive]" = asyncio.Queue()
+        if self._closed:
+            raise ClientClosed("the client is closed")
+        queue: "asyncio.Queue[Waited]" = asyncio.Queue()
         known_id: List[str] = []
 
         def match(sig: Signal) -> bool:
@@ -251,6 +273,7 @@ class Directives:
                 log.error("a %s signal whose payload is not a directive, ignored: %s", sig.type, exc)
 
         route = self._delivery.add_route(Route(match, take))
+        self._runs.add(queue)
         started = time.monotonic()
         try:
             current = await self.create(
@@ -278,10 +301,13 @@ class Directives:
                     got = await asyncio.wait_for(queue.get(), remaining)
                 except asyncio.TimeoutError:
                     continue  # the next turn takes the last look
+                if isinstance(got, SignalbusError):
+                    raise got
                 if got.directive_id == directive_id:
                     current = got
             return outcome_of(current)
         finally:
+            self._runs.discard(queue)
             self._delivery.remove_route(route)
             if known_id:
                 waits = self._waits.get(known_id[0], [])
@@ -324,12 +350,19 @@ class Directives:
         return self._workers[best] if best is not None else None
 
     def _is_request(self, sig: Signal) -> bool:
-        if sig.type != REQUESTED or not isinstance(sig.payload, Mapping):
+        """A request of a type served here, or the end of one handed to this identity (not one
+        it issued: those are a run_directive's, or the caller's)."""
+        if (sig.type != REQUESTED and sig.type not in WORKER_ENDINGS) or not isinstance(sig.payload, Mapping):
+            return False
+        if sig.type in WORKER_ENDINGS and sig.payload.get("issuer") == self._session.identity:
             return False
         directive_type = sig.payload.get("type")
         return isinstance(directive_type, str) and self.handler_for(directive_type) is not None
 
     def _take_request(self, sig: Signal) -> None:
+        if sig.type != REQUESTED:  # canceled or expired: a handler still at it learns it from its
+            self._delivery.settle(sig.id)  # next progress report or its result (InvalidTransition)
+            return
         if self._slots is None:
             self._slots = asyncio.Semaphore(self._delivery.max_concurrent_handlers)
         task = asyncio.get_running_loop().create_task(self._work(sig, self._slots), name=f"signalbus-directive-{sig.id}")
@@ -347,7 +380,7 @@ class Directives:
             except asyncio.CancelledError:
                 self._delivery.release(sig.id)
                 raise
-            except TransportError as exc:  # the bus could not be reached: leave it for the next session
+            except TRANSIENT as exc:  # the bus could not take it, even after retries: for the next session
                 log.warning("directive request %s left for the next session: %s", sig.id, exc)
                 self._delivery.release(sig.id)
                 return
@@ -362,7 +395,7 @@ class Directives:
             return
         me = self._session.identity
         try:
-            directive = await self.act(requested.directive_id, "start", {})
+            directive = await self._retrying(lambda: self.act(requested.directive_id, "start", {}))
         except AlreadyClaimed as exc:
             log.debug("directive %s is claimed by %s: skipped", requested.directive_id, exc.claimed_by)
             return
@@ -397,24 +430,50 @@ class Directives:
             return
         await _settled(reports)
         try:
-            await self.act(directive.directive_id, "complete", {"result": result_object(value)})
+            body = {"result": result_object(value)}
+            await self._retrying(lambda: self.act(directive.directive_id, "complete", body))
         except (InvalidTransition, NotFound, Forbidden) as exc:  # canceled or expired meanwhile
-            log.info("directive %s ended before its result could be sent: %s", directive.directive_id, exc)
-        except TransportError:
+            self._too_late(directive, "result", exc)
+        except TRANSIENT:
             raise
         except (SignalbusError, TypeError, ValueError) as exc:  # a result the bus refuses (too large, not JSON)
             await self._fail(directive, type(exc).__name__, f"the handler's result was refused: {exc}")
 
     async def _fail(self, directive: Directive, code: str, message: str) -> None:
-        code = code[:MAX_FAILURE_CODE_CHARS].replace("\x00", "")
-        message = message.replace("\x00", "")[:MAX_TEXT_CHARS]
+        failure = {
+            "code": code.replace("\x00", "")[:MAX_FAILURE_CODE_CHARS],
+            "message": message.replace("\x00", "")[:MAX_TEXT_CHARS],
+        }
         try:
-            await self.act(directive.directive_id, "fail", {"failure": {"code": code, "message": message}})
+            await self._retrying(lambda: self.act(directive.directive_id, "fail", {"failure": failure}))
         except (InvalidTransition, NotFound, Forbidden) as exc:
-            log.info("directive %s ended before its failure could be sent: %s", directive.directive_id, exc)
+            self._too_late(directive, "failure", exc)
+
+    def _too_late(self, directive: Directive, what: str, exc: SignalbusError) -> None:
+        now = exc.directive if isinstance(exc, InvalidTransition) else None
+        if now is not None and now.claimed_by == self._session.identity and now.status in ("completed", "failed"):
+            log.debug("directive %s was already %s (a repeated call)", directive.directive_id, now.status)
+        else:
+            log.info("directive %s ended before its %s could be sent: %s", directive.directive_id, what, exc)
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, repeated after a short pause while the bus cannot take it (``TRANSIENT``)."""
+        for delay in RETRY_DELAYS:
+            try:
+                return await call()
+            except TRANSIENT as exc:
+                if self._closed:
+                    raise
+                log.debug("a directive call failed (%s): retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+        return await call()
 
     async def close(self) -> None:
-        """Cancel the handlers still running (their requests are not acked: they come back)."""
+        """Cancel the handlers still running (their requests are not acked: they come back) and
+        end every waiting ``run_directive`` with ``ClientClosed``."""
+        self._closed = True
+        for queue in list(self._runs):
+            queue.put_nowait(ClientClosed("the client was closed while run_directive waited; the directive is left as it is"))
         await cancel_all(list(self._tasks))
 
 
