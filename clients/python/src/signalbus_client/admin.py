@@ -85,6 +85,10 @@ class AdminClient:
         )
         return Group.from_json(data)
 
+    async def group(self, name: str, *, tenant: Optional[str] = None) -> Group:
+        """One group of a tenant with each member's recipient state; ``UnknownGroup`` for none."""
+        return Group.from_json(await self._api.request("GET", group_path(name), params={"tenant": tenant}))
+
     async def groups(self, *, tenant: Optional[str] = None) -> List[Group]:
         """A tenant's groups (default: ``default``), sorted by name, each member by identity only."""
         data = await self._api.request("GET", "/v1/groups", params={"tenant": tenant})

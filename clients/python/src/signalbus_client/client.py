@@ -499,7 +499,8 @@ class Client:
 
     async def get_directive(self, directive_id: str, wait: Optional[float] = None) -> Directive:
         """A directive you issued or were assigned (``NotFound`` otherwise). With ``wait`` (≤ 60
-        seconds) the bus answers once the directive has ended, or after ``wait`` as it is then."""
+        seconds, rounded up to whole seconds) the bus answers once the directive has ended, or
+        after ``wait`` as it is then."""
         return await self._directives.get(directive_id, wait)
 
     async def list_directives(

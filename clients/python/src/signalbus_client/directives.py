@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import time
 import uuid
 from datetime import datetime, timezone
@@ -194,8 +195,8 @@ class Directives:
         params: Dict[str, Any] = {}
         timeout: Optional[float] = None
         if wait:
-            params["wait"] = f"{wait:g}"
-            timeout = wait + self._session.request_timeout  # the bus holds the answer up to `wait`
+            params["wait"] = math.ceil(wait)  # the bus takes whole seconds
+            timeout = params["wait"] + self._session.request_timeout  # the bus holds the answer up to `wait`
         data = await self._api.request("GET", _path(directive_id), params=params, timeout=timeout)
         return Directive.from_json(data)
 
