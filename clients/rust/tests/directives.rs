@@ -1,0 +1,290 @@
+//! Scenarios S28–S30 of clients/SCENARIOS.md: a directive to an agent (create, idempotency,
+//! the lifecycle signals, who may do what), `run_directive` and `on_directive` (every way a
+//! directive ends), and a directive to a group (one claim wins, the others' requests are
+//! recalled, declined by all is rejected) — each against its own real `signalbus serve`.
+//!
+//! Deliberately through the public API only, as a caller would: signals are read with
+//! `receive` / `inbox`, the directive with `get_directive`.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use signalbus_client::{
+    Client, Directive, DirectiveQuery, DirectiveRequest, DirectiveStatus, Error, Failure, GroupOptions, Progress,
+    Signal, HANDLER_ERROR_CODE,
+};
+use support::{eventually, Bus};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn directive_of(sig: &Signal) -> Directive {
+    serde_json::from_value(sig.payload.clone()).expect("a lifecycle signal's payload is the directive")
+}
+
+/// The next signal `client` receives, acked, checked to be `signal_type` about `directive_id`.
+async fn lifecycle(client: &Client, signal_type: &str, directive_id: &str) -> Directive {
+    let sig = client.receive(WAIT).await.unwrap_or_else(|e| panic!("no {signal_type}: {e}"));
+    client.ack([&sig]).await.unwrap();
+    assert_eq!((sig.signal_type.as_str(), sig.correlation_id.as_deref()), (signal_type, Some(directive_id)), "{sig:?}");
+    let d = directive_of(&sig);
+    assert_eq!(d.directive_id, directive_id);
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s28_directive_to_an_agent() {
+    let bus = Bus::start_new().await;
+    let (at, bt, ct) = (bus.token("alice").await, bus.token("bob").await, bus.token("carol").await);
+    let (alice, bob) = (bus.connected(&at).await, bus.connected(&bt).await);
+    let carol = Client::new(&bus.url, &ct).unwrap();
+    let req = DirectiveRequest::new("bob", "package.install").params(json!({"name": "jq"})).idempotency_key("jq-1");
+    let d = alice.create_directive(req.clone()).await.unwrap();
+    assert_eq!(
+        (d.status, d.created, d.issuer.as_str(), d.assignee.as_str(), d.claimed_by.as_deref()),
+        (DirectiveStatus::Requested, true, "alice", "bob", None)
+    );
+    assert_eq!((d.params.clone(), d.idempotency_key.as_str()), (json!({"name": "jq"}), "jq-1"));
+    let id = d.directive_id.clone();
+    let again = alice.create_directive(req.clone()).await.unwrap();
+    assert_eq!((again.directive_id.as_str(), again.created), (id.as_str(), false));
+    match alice.create_directive(req.clone().params(json!({"name": "yq"}))).await {
+        Err(Error::IdempotencyConflict { directive_id, error }) => {
+            assert_eq!((directive_id.as_str(), error.status), (id.as_str(), Some(409)))
+        }
+        other => panic!("expected IdempotencyConflict, got {other:?}"),
+    }
+    let generated = alice.create_directive(DirectiveRequest::new("bob", "package.remove")).await.unwrap();
+    assert!(generated.idempotency_key.starts_with("sbd-"), "{}", generated.idempotency_key);
+
+    let requested = lifecycle(&bob, "DirectiveRequested", &id).await;
+    assert_eq!((requested.status, requested.issuer.as_str()), (DirectiveStatus::Requested, "alice"));
+    let started = bob.start_directive(&id).await.unwrap();
+    assert_eq!((started.status, started.claimed_by.as_deref()), (DirectiveStatus::Started, Some("bob")));
+    let progressed = bob.progress_directive(&id, Some("downloading"), Some(40)).await.unwrap();
+    let p = progressed.progress.expect("progress recorded");
+    assert_eq!((p.message.as_deref(), p.percent), (Some("downloading"), Some(40)));
+    let done = bob.complete_directive(&id, json!({"ok": true})).await.unwrap();
+    assert_eq!((done.status, done.result.clone()), (DirectiveStatus::Completed, Some(json!({"ok": true}))));
+
+    let s = lifecycle(&alice, "DirectiveStarted", &id).await;
+    assert_eq!((s.status, s.claimed_by.as_deref()), (DirectiveStatus::Started, Some("bob")));
+    let c = lifecycle(&alice, "DirectiveCompleted", &id).await;
+    assert_eq!(c.result, Some(json!({"ok": true})));
+    let got = alice.get_directive(&id, Some(Duration::from_secs(5))).await.unwrap(); // ended: at once
+    assert_eq!((got.status, got.progress.and_then(|p| p.percent)), (DirectiveStatus::Completed, Some(40)));
+    let issued = DirectiveQuery { role: Some("issued".into()), ..Default::default() };
+    let page = alice.list_directives(&issued).await.unwrap();
+    assert!(page.directives.iter().any(|d| d.directive_id == id), "{page:?}");
+    let assigned =
+        DirectiveQuery { role: Some("assigned".into()), status: Some("completed".into()), ..Default::default() };
+    let mine: Vec<String> =
+        bob.list_directives(&assigned).await.unwrap().directives.into_iter().map(|d| d.directive_id).collect();
+    assert_eq!(mine, vec![id.clone()]);
+
+    assert!(matches!(bob.cancel_directive(&id, None).await, Err(Error::Forbidden(_))));
+    assert!(matches!(alice.complete_directive(&id, json!({})).await, Err(Error::Forbidden(_))));
+    match bob.complete_directive(&id, json!({"ok": false})).await {
+        Err(e @ Error::InvalidTransition { .. }) => {
+            assert_eq!(e.directive().map(|d| d.status), Some(DirectiveStatus::Completed));
+            assert_eq!(e.status(), Some(409));
+        }
+        other => panic!("expected InvalidTransition, got {other:?}"),
+    }
+    assert!(matches!(carol.get_directive(&id, None).await, Err(Error::NotFound(_))));
+    assert!(matches!(
+        alice.create_directive(DirectiveRequest::new("nobody", "package.install")).await,
+        Err(Error::UnknownRecipient(_))
+    ));
+    alice.close().await;
+    bob.close().await;
+}
+
+/// What bob's worker saw: each run's directive id and the progress its report recorded.
+#[derive(Default)]
+struct Seen {
+    progress: Mutex<Vec<(String, Option<u8>)>>,
+    ended_while_running: Mutex<Vec<String>>,
+}
+
+async fn handler(d: Directive, p: Progress, seen: Arc<Seen>) -> Result<Value, signalbus_client::HandlerError> {
+    match d.params["mode"].as_str() {
+        Some("fail") => Err(Failure::new("InstallError", format!("no package {}", d.params["name"])).into()),
+        Some("oops") => Err("the disk is full".into()),
+        Some("hang") => loop {
+            // Until the issuer cancels: the report is then refused.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Err(e) = p.report(Some("waiting"), None).await {
+                seen.ended_while_running.lock().unwrap().push(d.directive_id.clone());
+                return Err(e.into());
+            }
+        },
+        _ => {
+            let after = p.report(Some("installing"), Some(50)).await?;
+            seen.progress.lock().unwrap().push((after.directive_id, after.progress.and_then(|p| p.percent)));
+            Ok(json!(format!("installed {}", d.params["name"].as_str().unwrap_or("?"))))
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s29_run_directive_and_on_directive() {
+    let bus = Bus::start_new().await;
+    let (at, bt) = (bus.token("alice").await, bus.token("bob").await);
+    bus.token("carol").await; // registered, never connected: no worker
+    let seen = Arc::new(Seen::default());
+    let bob = Client::builder(&bus.url, &bt).max_concurrent_handlers(4).build().unwrap();
+    let s = seen.clone();
+    bob.on_directive("package.*", move |d, p| handler(d, p, s.clone())).unwrap();
+    bob.connect().await.unwrap();
+    let alice = bus.connected(&at).await;
+
+    let result = alice.run_directive("bob", "package.install", json!({"name": "jq"}), WAIT).await.unwrap();
+    assert_eq!(result, json!({"value": "installed jq"})); // a non-object result is wrapped
+    let (run_id, percent) = seen.progress.lock().unwrap()[0].clone();
+    assert_eq!(percent, Some(50));
+    let recorded = alice.get_directive(&run_id, None).await.unwrap();
+    assert_eq!(
+        (recorded.status, recorded.claimed_by.as_deref(), recorded.progress.and_then(|p| p.message)),
+        (DirectiveStatus::Completed, Some("bob"), Some("installing".to_string()))
+    );
+
+    match alice.run_directive("bob", "package.install", json!({"name": "zz", "mode": "fail"}), WAIT).await {
+        Err(Error::DirectiveFailed { directive }) => {
+            let f = directive.failure.expect("the failure");
+            assert_eq!((f.code.as_str(), f.message.as_str()), ("InstallError", "no package \"zz\""));
+        }
+        other => panic!("expected DirectiveFailed, got {other:?}"),
+    }
+    match alice.run_directive("bob", "package.install", json!({"mode": "oops"}), WAIT).await {
+        Err(e @ Error::DirectiveFailed { .. }) => {
+            let f = e.directive().and_then(|d| d.failure.clone()).unwrap();
+            assert_eq!((f.code.as_str(), f.message.as_str()), (HANDLER_ERROR_CODE, "the disk is full"));
+        }
+        other => panic!("expected DirectiveFailed, got {other:?}"),
+    }
+
+    // No worker for service.*: bob's requests come to receive(), and bob rejects by hand.
+    let a = alice.clone();
+    let run = tokio::spawn(async move { a.run_directive("bob", "service.restart", json!({"unit": "db"}), WAIT).await });
+    let sig = bob.receive(WAIT).await.unwrap();
+    bob.ack([&sig]).await.unwrap();
+    assert_eq!(sig.signal_type, "DirectiveRequested");
+    bob.reject_directive(&directive_of(&sig).directive_id, Some("not on this host")).await.unwrap();
+    match run.await.unwrap() {
+        Err(Error::DirectiveRejected { directive }) => {
+            assert_eq!(directive.reason.as_deref(), Some("not on this host"))
+        }
+        other => panic!("expected DirectiveRejected, got {other:?}"),
+    }
+
+    let expiring = DirectiveRequest::new("carol", "package.install").params(json!({"name": "jq"})).deadline_seconds(2);
+    match alice.run_directive_with(expiring, WAIT).await {
+        Err(Error::DirectiveExpired { directive }) => assert_eq!(directive.status, DirectiveStatus::Expired),
+        other => panic!("expected DirectiveExpired, got {other:?}"),
+    }
+
+    let hang =
+        DirectiveRequest::new("bob", "package.install").params(json!({"mode": "hang"})).idempotency_key("hang-1");
+    let (a, h) = (alice.clone(), hang.clone());
+    let run = tokio::spawn(async move { a.run_directive_with(h, WAIT).await });
+    let id = alice.create_directive(hang).await.unwrap().directive_id; // the same key: the same directive
+    eventually("bob's worker started it", 10, || async {
+        Ok((alice.get_directive(&id, None).await?.status == DirectiveStatus::Started).then_some(()))
+    })
+    .await;
+    alice.cancel_directive(&id, Some("changed my mind")).await.unwrap();
+    match run.await.unwrap() {
+        Err(Error::DirectiveCanceled { directive }) => {
+            assert_eq!(
+                (directive.directive_id.as_str(), directive.reason.as_deref()),
+                (id.as_str(), Some("changed my mind"))
+            )
+        }
+        other => panic!("expected DirectiveCanceled, got {other:?}"),
+    }
+    let s = seen.clone();
+    eventually("the hanging handler learns its directive ended", 10, || {
+        let s = s.clone();
+        let id = id.clone();
+        async move { Ok(s.ended_while_running.lock().unwrap().contains(&id).then_some(())) }
+    })
+    .await;
+
+    let short = alice.run_directive("carol", "package.install", json!({}), Duration::from_millis(300)).await;
+    assert!(matches!(short, Err(Error::DirectiveTimeout { .. })), "{short:?}");
+    let offline = Client::new(&bus.url, &at).unwrap(); // never connected: nothing created
+    assert!(matches!(
+        offline.run_directive("bob", "package.install", json!({}), WAIT).await,
+        Err(Error::Unreachable { .. })
+    ));
+    alice.close().await;
+    bob.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s30_a_group_directive() {
+    let bus = Bus::start_new().await;
+    let admin = bus.admin();
+    let at = bus.token("alice").await;
+    let mut members = Vec::new();
+    for m in ["m1", "m2", "m3"] {
+        members.push(Client::new(&bus.url, &bus.token(m).await).unwrap()); // HTTP only: their requests queue
+    }
+    admin.create_group("@builders", &GroupOptions::default()).await.unwrap();
+    for m in ["m1", "m2", "m3"] {
+        admin.add_member("builders", m, None).await.unwrap();
+    }
+    let alice = Client::new(&bus.url, &at).unwrap();
+    let d = alice
+        .create_directive(DirectiveRequest::new("@builders", "build.run").params(json!({"ref": "main"})))
+        .await
+        .unwrap();
+    assert_eq!((d.assignee.as_str(), d.status), ("@builders", DirectiveStatus::Requested));
+    let id = d.directive_id.clone();
+    let requests = |sigs: Vec<Signal>| {
+        sigs.into_iter()
+            .filter(|s| s.signal_type == "DirectiveRequested" && s.correlation_id.as_deref() == Some(&id))
+            .count()
+    };
+    assert_eq!(requests(members[2].inbox(None).await.unwrap()), 1, "m3 was handed the request");
+
+    let (one, two) = tokio::join!(members[0].start_directive(&id), members[1].start_directive(&id));
+    let (winner, loser) = match (one, two) {
+        (Ok(w), Err(l)) => (w, l),
+        (Err(l), Ok(w)) => (w, l),
+        other => panic!("expected exactly one claim, got {other:?}"),
+    };
+    let claimer = winner.claimed_by.clone().unwrap();
+    assert!(claimer == "m1" || claimer == "m2", "{claimer}");
+    match loser {
+        Error::AlreadyClaimed { claimed_by, .. } => assert_eq!(claimed_by, claimer),
+        other => panic!("expected AlreadyClaimed, got {other:?}"),
+    }
+    let m3 = &members[2];
+    eventually("m3's request recalled", 10, || async { Ok((requests(m3.inbox(None).await?) == 0).then_some(())) })
+        .await;
+
+    let second = alice
+        .create_directive(DirectiveRequest::new("@builders", "build.run").params(json!({"ref": "old"})))
+        .await
+        .unwrap();
+    let mut last = None;
+    for m in &members {
+        last = Some(m.reject_directive(&second.directive_id, Some("busy")).await.unwrap());
+    }
+    let last = last.unwrap();
+    assert_eq!(last.status, DirectiveStatus::Rejected);
+    let mut declined = last.declined_by.clone();
+    declined.sort();
+    assert_eq!(declined, vec!["m1", "m2", "m3"]);
+    assert_eq!(alice.get_directive(&second.directive_id, None).await.unwrap().status, DirectiveStatus::Rejected);
+    let told = alice.inbox(None).await.unwrap();
+    assert!(
+        told.iter()
+            .any(|s| s.signal_type == "DirectiveRejected" && s.correlation_id.as_deref() == Some(&second.directive_id)),
+        "{told:?}"
+    );
+}
