@@ -220,8 +220,11 @@ async fn s29_run_directive_and_on_directive() {
         offline.run_directive("bob", "package.install", json!({}), WAIT).await,
         Err(Error::Unreachable { .. })
     ));
+    let bad = bob.on_directive("pack*age", |_, _| async { Ok(json!({})) });
+    assert!(matches!(bad, Err(Error::Usage(_))), "{bad:?}");
     alice.close().await;
     bob.close().await;
+    assert!(matches!(bob.on_directive("package.*", |_, _| async { Ok(json!({})) }), Err(Error::Closed)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
