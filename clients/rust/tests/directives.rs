@@ -61,6 +61,8 @@ async fn s28_directive_to_an_agent() {
 
     let requested = lifecycle(&bob, "DirectiveRequested", &id).await;
     assert_eq!((requested.status, requested.issuer.as_str()), (DirectiveStatus::Requested, "alice"));
+    let (a, waited_id) = (alice.clone(), id.clone());
+    let waiting = tokio::spawn(async move { a.get_directive(&waited_id, Some(Duration::from_secs(30))).await });
     let started = bob.start_directive(&id).await.unwrap();
     assert_eq!((started.status, started.claimed_by.as_deref()), (DirectiveStatus::Started, Some("bob")));
     let progressed = bob.progress_directive(&id, Some("downloading"), Some(40)).await.unwrap();
@@ -69,6 +71,8 @@ async fn s28_directive_to_an_agent() {
     let done = bob.complete_directive(&id, json!({"ok": true})).await.unwrap();
     assert_eq!((done.status, done.result.clone()), (DirectiveStatus::Completed, Some(json!({"ok": true}))));
 
+    let waited = tokio::time::timeout(WAIT, waiting).await.expect("the wait answers at the end").unwrap().unwrap();
+    assert_eq!(waited.status, DirectiveStatus::Completed);
     let s = lifecycle(&alice, "DirectiveStarted", &id).await;
     assert_eq!((s.status, s.claimed_by.as_deref()), (DirectiveStatus::Started, Some("bob")));
     let c = lifecycle(&alice, "DirectiveCompleted", &id).await;
@@ -77,7 +81,14 @@ async fn s28_directive_to_an_agent() {
     assert_eq!((got.status, got.progress.and_then(|p| p.percent)), (DirectiveStatus::Completed, Some(40)));
     let issued = DirectiveQuery { role: Some("issued".into()), ..Default::default() };
     let page = alice.list_directives(&issued).await.unwrap();
-    assert!(page.directives.iter().any(|d| d.directive_id == id), "{page:?}");
+    let newest: Vec<&str> = page.directives.iter().map(|d| d.directive_id.as_str()).collect();
+    assert_eq!(newest, vec![generated.directive_id.as_str(), id.as_str()]);
+    let first = alice.list_directives(&DirectiveQuery { limit: Some(1), ..issued.clone() }).await.unwrap();
+    assert_eq!(first.directives[0].directive_id, generated.directive_id);
+    let before = first.next_before.clone();
+    assert!(before.is_some(), "{first:?}");
+    let rest = alice.list_directives(&DirectiveQuery { limit: Some(1), before, ..issued.clone() }).await.unwrap();
+    assert_eq!(rest.directives.iter().map(|d| d.directive_id.as_str()).collect::<Vec<_>>(), vec![id.as_str()]);
     let assigned =
         DirectiveQuery { role: Some("assigned".into()), status: Some("completed".into()), ..Default::default() };
     let mine: Vec<String> =
