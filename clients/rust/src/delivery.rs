@@ -1,6 +1,7 @@
 //! Delivery of pushed signals: each one once (a redelivery is dropped by id, re-acked when it
 //! was handled), to a waiting `run_directive` (its directive's lifecycle signals) or `on_directive`
-//! worker (a `DirectiveRequested` of its type), to a waiting `ask`, else to the inbox — which the
+//! worker (a `DirectiveRequested` of its type; the end of one it serves is acked and dropped),
+//! to a waiting `ask`, else to the inbox — which the
 //! handler's `dispatch` task drains (acking after `Ok`), or `Client::receive` when there is no
 //! handler.
 //!
@@ -44,6 +45,13 @@ pub(crate) fn on_push(inner: &Inner, sig: Signal) {
         for tx in waiters {
             let _ = tx.send(directive.clone());
         }
+        return;
+    }
+    if served_ending(inner, &sig) {
+        // The end of a directive a worker serves: nothing to do (a handler still at work learns
+        // of it from its next report), and a client that only serves must not pile these up.
+        seen.remember(&sig.id, true);
+        queue_ack(inner, sig.id);
         return;
     }
     if let Some(worker) = directive_worker(inner, &sig) {
@@ -90,6 +98,23 @@ fn directive_waiters(inner: &Inner, sig: &Signal) -> Option<(Directive, Vec<mpsc
             None
         }
     }
+}
+
+/// A `DirectiveCanceled` / `DirectiveExpired` of a type an `on_directive` worker serves, for a
+/// directive this client did not issue.
+fn served_ending(inner: &Inner, sig: &Signal) -> bool {
+    if !matches!(sig.signal_type.as_str(), "DirectiveCanceled" | "DirectiveExpired") {
+        return false;
+    }
+    let (Some(issuer), Some(directive_type)) =
+        (sig.payload.get("issuer").and_then(|v| v.as_str()), sig.payload.get("type").and_then(|v| v.as_str()))
+    else {
+        return false;
+    };
+    if inner.identity.lock().unwrap().as_deref() == Some(issuer) {
+        return false;
+    }
+    inner.directive_workers.lock().unwrap().iter().any(|(pattern, _)| pattern_match(pattern, directive_type).is_some())
 }
 
 /// The channel of the `on_directive` worker whose pattern matches a `DirectiveRequested`'s

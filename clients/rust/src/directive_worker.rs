@@ -24,12 +24,14 @@ use crate::client::{Client, Life};
 use crate::error::{Error, Result};
 use crate::shared::{usage, HandlerError, Inner};
 use crate::types::Signal;
-use crate::types_directive::{Directive, Failure};
+use crate::types_directive::{Directive, DirectiveStatus, Failure};
 
 /// The failure code of a handler error that is neither a [`Failure`] nor this crate's `Error`.
 pub const HANDLER_ERROR_CODE: &str = "handler_error";
 /// The failure message is cut to this many characters (the bus takes at most 1,000).
 const MAX_MESSAGE_CHARS: usize = 1000;
+/// The failure code is cut to this many characters.
+const MAX_CODE_CHARS: usize = 64;
 
 /// Handed to an `on_directive` handler with its directive: reports progress, and lends the
 /// client (to send signals, or call the bus) for the length of the run.
@@ -62,17 +64,22 @@ impl Client {
     /// Works on the directives of a type: each `DirectiveRequested` this client's session is
     /// pushed whose directive type matches `type_pattern` (exact, or ending in `*`: a prefix; the
     /// most specific registration wins) is started (claimed), handed to `handler` with a
-    /// [`Progress`] handle, and then completed with the handler's `Ok` value (a non-object is
-    /// wrapped `{"value": v}`) or failed with its `Err` — code and message of a [`Failure`], the
-    /// code of this crate's `Error`, else `handler_error` and the error's text (a panic:
-    /// `panic`). A request whose directive ended, was claimed by another member, or that you
-    /// declined is skipped. The request signal is acked either way; a start the bus could not
-    /// take (unreachable) is not, so the request comes back.
+    /// [`Progress`] handle, and then completed with the handler's `Ok` value (an object as it
+    /// is, `Null` as `{}`, any other value wrapped `{"value": v}`) or failed with its `Err`: the
+    /// code and message of a [`Failure`], the code of this crate's `Error`, else
+    /// [`HANDLER_ERROR_CODE`] and the error's text (a panic: `panic`); a result the bus refuses
+    /// (`PayloadTooLarge`, `InvalidRequest`) fails it with that error's code. A request whose
+    /// directive ended, was claimed by another member, or that you declined is skipped; one
+    /// redelivered while still started by you (a crash mid-handler) runs again. The request is
+    /// acked either way — unless the bus could not take a call even after retries (0.5, 1, 2 s)
+    /// or the client closed mid-handler: then it comes back on the next session. The
+    /// `DirectiveCanceled` / `DirectiveExpired` signals of the types it serves (not issued by
+    /// you) are acked and dropped; a handler at work learns of the end from its next report.
     ///
     /// Register before `connect()`: requests pushed before the registration (those queued while
     /// offline come at once) go to `on_signal` / `receive`. At most `max_concurrent_handlers`
     /// runs of one registration are under way at once. Needs a tokio runtime; `Closed` after
-    /// `close()`, `Usage` for a pattern with `*` elsewhere than at its end.
+    /// `close()`; `Usage` for a pattern registered already, or with `*` elsewhere than at its end.
     pub fn on_directive<F, Fut>(&self, type_pattern: impl Into<String>, handler: F) -> Result<()>
     where
         F: Fn(Directive, Progress) -> Fut + Send + Sync + 'static,
@@ -88,7 +95,13 @@ impl Client {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| usage("on_directive needs a tokio runtime (call it from async code)"))?;
         let (tx, rx) = mpsc::unbounded_channel();
-        self.inner.directive_workers.lock().unwrap().push((pattern.clone(), tx));
+        {
+            let mut workers = self.inner.directive_workers.lock().unwrap();
+            if workers.iter().any(|(p, _)| *p == pattern) {
+                return Err(usage(&format!("a handler for {pattern:?} is registered already")));
+            }
+            workers.push((pattern.clone(), tx));
+        }
         let (inner, life) = (self.inner.clone(), Arc::downgrade(&self.life));
         let task = runtime.spawn(work(inner, life, rx, Arc::new(handler), pattern));
         self.inner.tasks.lock().unwrap().push(task);
@@ -160,8 +173,15 @@ where
     Fut: Future<Output = std::result::Result<Value, HandlerError>>,
 {
     let id = d.directive_id.clone();
-    let started = match client.start_directive(&id).await {
+    let started = match with_retries(client, &id, "start", || client.start_directive(&id)).await {
         Ok(started) => started,
+        // Redelivered after a crash, and still ours: run it again.
+        Err(Error::InvalidTransition { directive: Some(now), .. })
+            if now.status == DirectiveStatus::Started && now.claimed_by == client.identity() =>
+        {
+            tracing::info!(directive_id = %id, "resuming a directive this identity started");
+            *now
+        }
         Err(e @ (Error::InvalidTransition { .. } | Error::AlreadyClaimed { .. } | Error::Forbidden(_))) => {
             tracing::debug!(directive_id = %id, reason = %e.code(), "directive request skipped");
             return Settle::Ack;
@@ -177,55 +197,75 @@ where
     };
     let progress = Progress { client: client.clone(), directive_id: id.clone() };
     let ran = AssertUnwindSafe(handler(started, progress)).catch_unwind().await;
-    let finished = match ran {
+    let failure = match ran {
         Ok(Ok(value)) => {
-            let result = if value.is_object() { value } else { json!({"value": value}) };
-            finish(client, &id, "complete", || client.complete_directive(&id, result.clone())).await
+            let result = match value {
+                Value::Object(_) => value,
+                Value::Null => json!({}),
+                v => json!({"value": v}),
+            };
+            match with_retries(client, &id, "complete", || client.complete_directive(&id, result.clone())).await {
+                // A result the bus refuses: the directive fails with why.
+                Err(e @ (Error::PayloadTooLarge(_) | Error::InvalidRequest(_))) => {
+                    Failure::new(e.code(), cut(&e.to_string(), MAX_MESSAGE_CHARS))
+                }
+                other => return settled(&id, other),
+            }
         }
-        Ok(Err(e)) => {
-            let f = failure_of(e.as_ref());
-            finish(client, &id, "fail", || client.fail_directive(&id, &f.code, &f.message)).await
-        }
+        Ok(Err(e)) => failure_of(e.as_ref()),
         Err(panic) => {
             let text = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "the handler panicked".into());
-            let f = Failure::new("panic", cut(&text));
-            finish(client, &id, "fail", || client.fail_directive(&id, &f.code, &f.message)).await
+            Failure::new("panic", cut(&text, MAX_MESSAGE_CHARS))
         }
     };
-    if let Err(e) = finished {
-        match e {
-            Error::InvalidTransition { .. } => {
-                tracing::info!(directive_id = %id, error = %e, "the directive ended while its handler ran")
-            }
-            e => tracing::warn!(directive_id = %id, error = %e, "could not record the directive's end"),
+    settled(
+        &id,
+        with_retries(client, &id, "fail", || client.fail_directive(&id, &failure.code, &failure.message)).await,
+    )
+}
+
+/// What recording the end means for the request: acked, unless the bus still could not take it.
+fn settled(id: &str, finished: Result<Directive>) -> Settle {
+    match finished {
+        Ok(_) => Settle::Ack,
+        Err(e @ Error::InvalidTransition { .. }) => {
+            tracing::info!(directive_id = %id, error = %e, "the directive ended while its handler ran");
+            Settle::Ack
+        }
+        Err(e) if retryable(&e) => {
+            tracing::warn!(directive_id = %id, error = %e, "could not record the directive's end: its request comes back");
+            Settle::Retry
+        }
+        Err(e) => {
+            tracing::warn!(directive_id = %id, error = %e, "could not record the directive's end");
+            Settle::Ack
         }
     }
-    Settle::Ack
 }
 
 /// The failure a handler's error stands for.
 fn failure_of(e: &(dyn std::error::Error + Send + Sync + 'static)) -> Failure {
-    if let Some(f) = e.downcast_ref::<Failure>() {
-        return Failure::new(f.code.clone(), cut(&f.message));
-    }
-    if let Some(err) = e.downcast_ref::<Error>() {
-        return Failure::new(err.code(), cut(&err.to_string()));
-    }
-    Failure::new(HANDLER_ERROR_CODE, cut(&e.to_string()))
+    let (code, message) = if let Some(f) = e.downcast_ref::<Failure>() {
+        (f.code.as_str(), f.message.clone())
+    } else if let Some(err) = e.downcast_ref::<Error>() {
+        (err.code(), err.to_string())
+    } else {
+        (HANDLER_ERROR_CODE, e.to_string())
+    };
+    Failure::new(cut(code, MAX_CODE_CHARS), cut(&message, MAX_MESSAGE_CHARS))
 }
 
-fn cut(text: &str) -> String {
-    text.chars().take(MAX_MESSAGE_CHARS).collect()
+fn cut(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
 }
 
-/// Records the end, retrying what the bus may take later (unreachable, 503, 500, 429) a few
-/// times with a growing pause: the handler's work is done, and its result should not be lost
-/// to a blip.
-async fn finish<C, Fut>(client: &Client, id: &str, action: &str, call: C) -> Result<Directive>
+/// One call of the worker's, repeated after 0.5, 1 and 2 s while the bus could not take it
+/// (unreachable, 503, 500, 429): a blip should neither drop a request nor lose a result.
+async fn with_retries<C, Fut>(client: &Client, id: &str, action: &str, call: C) -> Result<Directive>
 where
     C: Fn() -> Fut,
     Fut: Future<Output = Result<Directive>>,
@@ -233,8 +273,8 @@ where
     let (mut pause, mut attempt) = (Duration::from_millis(500), 1);
     loop {
         match call().await {
-            Err(e) if attempt < 5 && retryable(&e) && !client.inner.shutdown.is_cancelled() => {
-                tracing::debug!(directive_id = id, action, attempt, error = %e, "retrying the directive's end");
+            Err(e) if attempt < 4 && retryable(&e) && !client.inner.shutdown.is_cancelled() => {
+                tracing::debug!(directive_id = id, action, attempt, error = %e, "retrying a directive call");
                 tokio::time::sleep(pause).await;
                 pause *= 2;
                 attempt += 1;
@@ -262,5 +302,7 @@ mod tests {
         assert_eq!(failure_of(io.as_ref()), Failure::new(HANDLER_ERROR_CODE, "disk full"));
         let long: HandlerError = "x".repeat(5000).into();
         assert_eq!(failure_of(long.as_ref()).message.len(), MAX_MESSAGE_CHARS);
+        let coded: HandlerError = Failure::new("C".repeat(100), "m").into();
+        assert_eq!(failure_of(coded.as_ref()).code.len(), MAX_CODE_CHARS);
     }
 }

@@ -17,7 +17,7 @@ use crate::http::{segment, AdminClient};
 use crate::rpc::{over_session_or_http, protocol, transmit_send};
 use crate::types::SendRequest;
 use crate::types_group::{
-    group_names, FanoutResult, Group, GroupOptions, GroupSummary, Groups, RecallBy, RecallResult, RecallResults,
+    group_names, FanoutResult, Group, GroupOptions, Groups, RecallEntries, RecallEntry, RecallMany,
 };
 
 impl Client {
@@ -38,8 +38,8 @@ impl Client {
         Ok(fanout)
     }
 
-    /// The groups of your tenant (sorted by name) with their members.
-    pub async fn groups(&self) -> Result<Vec<GroupSummary>> {
+    /// The groups of your tenant (sorted by name) with their members (by identity only).
+    pub async fn groups(&self) -> Result<Vec<Group>> {
         let page: Groups = self.inner.api.typed(Method::GET, "/v1/groups", &[], None).await?;
         Ok(page.groups)
     }
@@ -66,10 +66,10 @@ impl Client {
     /// Recalls every signal you sent in one fan-out, or with one correlation_id: one outcome per
     /// signal, each decided as a single recall's (`Recalled`, `AlreadyDelivered`, ...). Someone
     /// else's or unknown: no results.
-    pub async fn recall_many(&self, by: RecallBy) -> Result<Vec<RecallResult>> {
+    pub async fn recall_many(&self, by: RecallMany) -> Result<Vec<RecallEntry>> {
         let body = match &by {
-            RecallBy::Fanout(id) => json!({"fanout_id": id}),
-            RecallBy::Correlation(id) => json!({"correlation_id": id}),
+            RecallMany::Fanout(id) => json!({"fanout_id": id}),
+            RecallMany::Correlation(id) => json!({"correlation_id": id}),
         };
         let mut frame = body.clone();
         frame["op"] = json!("recall");
@@ -77,16 +77,20 @@ impl Client {
             self.inner.api.request(Method::POST, "/v1/signals/recall", &[], Some(&body), &[])
         })
         .await?;
-        let results: RecallResults = serde_json::from_value(answer).map_err(|e| protocol("recall_many", e))?;
+        let results: RecallEntries = serde_json::from_value(answer).map_err(|e| protocol("recall_many", e))?;
         Ok(results.results)
     }
 }
 
 impl AdminClient {
-    /// Creates a group (`@name` or `name`), or updates its options when it exists; answers it.
-    pub async fn create_group(&self, name: &str, options: &GroupOptions) -> Result<Group> {
+    /// Creates a group (`@name` or `name`) in `tenant` (default `default`), or updates its
+    /// options when it exists; answers it.
+    pub async fn create_group(&self, name: &str, options: &GroupOptions, tenant: Option<&str>) -> Result<Group> {
         let path = format!("/v1/groups/{}", segment(&group_names(name).1));
-        let body = serde_json::to_value(options).map_err(|e| Error::Protocol(format!("cannot encode: {e}")))?;
+        let mut body = serde_json::to_value(options).map_err(|e| Error::Protocol(format!("cannot encode: {e}")))?;
+        if let Some(t) = tenant {
+            body["tenant"] = json!(t);
+        }
         self.api.typed(Method::PUT, &path, &[], Some(&body)).await
     }
 
@@ -110,8 +114,8 @@ impl AdminClient {
         self.api.typed(Method::DELETE, &path, &[("tenant", tenant.map(str::to_string))], None).await
     }
 
-    /// The groups of `tenant` (default `default`) with their members.
-    pub async fn groups(&self, tenant: Option<&str>) -> Result<Vec<GroupSummary>> {
+    /// The groups of `tenant` (default `default`) with their members (by identity only).
+    pub async fn groups(&self, tenant: Option<&str>) -> Result<Vec<Group>> {
         let page: Groups =
             self.api.typed(Method::GET, "/v1/groups", &[("tenant", tenant.map(str::to_string))], None).await?;
         Ok(page.groups)

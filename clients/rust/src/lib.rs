@@ -71,6 +71,4 @@ pub use types::{
 pub use types_directive::{
     Directive, DirectivePage, DirectiveProgress, DirectiveQuery, DirectiveRequest, DirectiveStatus, Failure,
 };
-pub use types_group::{
-    FanoutResult, Group, GroupMember, GroupOptions, GroupSummary, MemberResult, RecallBy, RecallResult,
-};
+pub use types_group::{FanoutResult, Group, GroupMember, GroupOptions, MemberResult, RecallEntry, RecallMany};

@@ -136,6 +136,11 @@ pub struct Directive {
 }
 
 impl Directive {
+    /// `true` once it ended: completed, failed, rejected, canceled or expired.
+    pub fn is_terminal(&self) -> bool {
+        self.status.is_terminal()
+    }
+
     /// One line for messages: `package.install 1b2c… (failed: E: no)`.
     pub(crate) fn describe(&self) -> String {
         let mut s = format!("{} {} ({}", self.directive_type, self.directive_id, self.status);

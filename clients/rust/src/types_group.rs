@@ -11,45 +11,60 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::types::RecallOutcome;
 
-/// A group as `groups()` lists it: its members by identity.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct GroupSummary {
-    /// The name with its `@` (`@reviewers`).
-    pub group: String,
-    #[serde(default)]
-    pub members: Vec<String>,
-    #[serde(default)]
-    pub self_join: bool,
-    #[serde(default = "yes")]
-    pub announce: bool,
-}
-
 fn yes() -> bool {
     true
 }
 
-/// One member of a group, with its recipient state (CONTRACT §2).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// One member of a group. `group(name)` gives every field (its recipient state, CONTRACT §2);
+/// `groups()` lists members by identity only.
+#[derive(Debug, Clone, PartialEq)]
 pub struct GroupMember {
     pub identity: String,
-    #[serde(default)]
     pub recipient_state: Option<String>,
-    #[serde(default)]
     pub added_at: Option<DateTime<Utc>>,
     /// Who added it: the admin, or the member itself (a self-join).
-    #[serde(default)]
     pub added_by: Option<String>,
 }
 
-/// A group as `group(name)` and every group call answer it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawGroupMember {
+    Identity(String),
+    Full {
+        identity: String,
+        #[serde(default)]
+        recipient_state: Option<String>,
+        #[serde(default)]
+        added_at: Option<DateTime<Utc>>,
+        #[serde(default)]
+        added_by: Option<String>,
+    },
+}
+
+impl<'de> Deserialize<'de> for GroupMember {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match RawGroupMember::deserialize(d)? {
+            RawGroupMember::Identity(identity) => {
+                GroupMember { identity, recipient_state: None, added_at: None, added_by: None }
+            }
+            RawGroupMember::Full { identity, recipient_state, added_at, added_by } => {
+                GroupMember { identity, recipient_state, added_at, added_by }
+            }
+        })
+    }
+}
+
+/// A group (CONTRACT §15), as `group(name)`, `groups()` and every group call answer it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Group {
     /// The name with its `@` (`@reviewers`).
-    pub group: String,
+    #[serde(rename = "group")]
+    pub name: String,
     #[serde(default)]
     pub self_join: bool,
     #[serde(default = "yes")]
     pub announce: bool,
+    /// `None` in `groups()`'s list.
     #[serde(default)]
     pub created_at: Option<DateTime<Utc>>,
     #[serde(default)]
@@ -64,11 +79,9 @@ impl Group {
 }
 
 /// The admin's options of `create_group` (`PUT /v1/groups/{name}`); the defaults are the bus's:
-/// not self-join, announcing joins and leaves, the `default` tenant.
+/// not self-join, announcing joins and leaves.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GroupOptions {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tenant: Option<String>,
     /// Agents may join and leave it themselves.
     pub self_join: bool,
     /// Members are told of joins and leaves (`PeerJoined` / `PeerLeft`).
@@ -77,7 +90,7 @@ pub struct GroupOptions {
 
 impl Default for GroupOptions {
     fn default() -> Self {
-        GroupOptions { tenant: None, self_join: false, announce: true }
+        GroupOptions { self_join: false, announce: true }
     }
 }
 
@@ -92,7 +105,9 @@ pub struct MemberResult {
     pub delivered: bool,
     pub queued: bool,
     pub recipient_state: Option<String>,
+    pub delivery_class: Option<String>,
     pub publish_path: Option<String>,
+    pub resolved_to_session: Option<String>,
     pub created_at: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
     pub redacted: Vec<String>,
@@ -118,7 +133,11 @@ struct RawMember {
     #[serde(default)]
     recipient_state: Option<String>,
     #[serde(default)]
+    delivery_class: Option<String>,
+    #[serde(default)]
     publish_path: Option<String>,
+    #[serde(default)]
+    resolved_to_session: Option<String>,
     #[serde(default)]
     created_at: Option<DateTime<Utc>>,
     #[serde(default)]
@@ -140,7 +159,9 @@ impl<'de> Deserialize<'de> for MemberResult {
             to: raw.to,
             delivered: raw.delivered,
             queued: raw.queued,
+            delivery_class: raw.delivery_class,
             publish_path: raw.publish_path,
+            resolved_to_session: raw.resolved_to_session,
             created_at: raw.created_at,
             expires_at: raw.expires_at,
             redacted: raw.redacted,
@@ -173,14 +194,14 @@ impl FanoutResult {
 /// What `recall_many` recalls: every signal of one fan-out, or every signal you sent with one
 /// correlation_id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecallBy {
+pub enum RecallMany {
     Fanout(String),
     Correlation(String),
 }
 
 /// One signal's outcome in `recall_many`, decided as a single recall's (CONTRACT §6).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RecallResult {
+pub struct RecallEntry {
     pub signal_id: String,
     #[serde(default)]
     pub to: String,
@@ -188,15 +209,15 @@ pub struct RecallResult {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct RecallResults {
+pub(crate) struct RecallEntries {
     #[serde(default)]
-    pub results: Vec<RecallResult>,
+    pub results: Vec<RecallEntry>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Groups {
     #[serde(default)]
-    pub groups: Vec<GroupSummary>,
+    pub groups: Vec<Group>,
 }
 
 /// `reviewers` or `@reviewers` → (`@reviewers`, `reviewers`): the name with its `@`, and the
@@ -230,5 +251,8 @@ mod tests {
         assert_eq!(r.member("dave").unwrap().error.as_ref().map(Error::code), Some("unavailable"));
         assert_eq!(group_names("reviewers"), ("@reviewers".into(), "reviewers".into()));
         assert_eq!(group_names("@reviewers").1, "reviewers");
+        let listed: Group =
+            serde_json::from_value(json!({"group": "@g", "members": ["bob"], "self_join": true})).unwrap();
+        assert_eq!((listed.name.as_str(), listed.identities(), listed.announce), ("@g", vec!["bob"], true));
     }
 }

@@ -1,7 +1,7 @@
-//! Scenarios S28–S30 of clients/SCENARIOS.md: a directive to an agent (create, idempotency,
-//! the lifecycle signals, who may do what), `run_directive` and `on_directive` (every way a
-//! directive ends), and a directive to a group (one claim wins, the others' requests are
-//! recalled, declined by all is rejected) — each against its own real `signalbus serve`.
+//! Scenarios S28 and S29 of clients/SCENARIOS.md: a directive to an agent (create, idempotency,
+//! the lifecycle signals, who may do what), and `run_directive` with `on_directive` (every way a
+//! directive ends; the lifecycle signals consumed, not handed on) — each against its own real
+//! `signalbus serve`. A directive to a group (S30) is in `groups.rs`.
 //!
 //! Deliberately through the public API only, as a caller would: signals are read with
 //! `receive` / `inbox`, the directive with `get_directive`.
@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use signalbus_client::{
-    Client, Directive, DirectiveQuery, DirectiveRequest, DirectiveStatus, Error, Failure, GroupOptions, Progress,
-    Signal, HANDLER_ERROR_CODE,
+    Client, Directive, DirectiveQuery, DirectiveRequest, DirectiveStatus, Error, Failure, ListQuery, Progress, Signal,
+    HANDLER_ERROR_CODE,
 };
 use support::{eventually, Bus};
 
@@ -24,11 +24,16 @@ fn directive_of(sig: &Signal) -> Directive {
     serde_json::from_value(sig.payload.clone()).expect("a lifecycle signal's payload is the directive")
 }
 
-/// The next signal `client` receives, acked, checked to be `signal_type` about `directive_id`.
-async fn lifecycle(client: &Client, signal_type: &str, directive_id: &str) -> Directive {
+/// The next signal `client` receives, acked, checked to be `signal_type` about `directive_id`
+/// from `from`.
+async fn lifecycle(client: &Client, signal_type: &str, directive_id: &str, from: &str) -> Directive {
     let sig = client.receive(WAIT).await.unwrap_or_else(|e| panic!("no {signal_type}: {e}"));
     client.ack([&sig]).await.unwrap();
-    assert_eq!((sig.signal_type.as_str(), sig.correlation_id.as_deref()), (signal_type, Some(directive_id)), "{sig:?}");
+    assert_eq!(
+        (sig.signal_type.as_str(), sig.correlation_id.as_deref(), sig.from.as_str()),
+        (signal_type, Some(directive_id), from),
+        "{sig:?}"
+    );
     let d = directive_of(&sig);
     assert_eq!(d.directive_id, directive_id);
     d
@@ -56,10 +61,13 @@ async fn s28_directive_to_an_agent() {
         }
         other => panic!("expected IdempotencyConflict, got {other:?}"),
     }
-    let generated = alice.create_directive(DirectiveRequest::new("bob", "package.remove")).await.unwrap();
+    let secret = DirectiveRequest::new("bob", "package.remove").params(json!({"db": {"password": "hunter2"}}));
+    let generated = alice.create_directive(secret).await.unwrap();
     assert!(generated.idempotency_key.starts_with("sbd-"), "{}", generated.idempotency_key);
+    assert_eq!(generated.redacted, vec!["params.db.password"]);
+    assert_eq!(generated.params, json!({"db": {"password": "[REDACTED]"}}));
 
-    let requested = lifecycle(&bob, "DirectiveRequested", &id).await;
+    let requested = lifecycle(&bob, "DirectiveRequested", &id, "alice").await;
     assert_eq!((requested.status, requested.issuer.as_str()), (DirectiveStatus::Requested, "alice"));
     let (a, waited_id) = (alice.clone(), id.clone());
     let waiting = tokio::spawn(async move { a.get_directive(&waited_id, Some(Duration::from_secs(30))).await });
@@ -73,9 +81,9 @@ async fn s28_directive_to_an_agent() {
 
     let waited = tokio::time::timeout(WAIT, waiting).await.expect("the wait answers at the end").unwrap().unwrap();
     assert_eq!(waited.status, DirectiveStatus::Completed);
-    let s = lifecycle(&alice, "DirectiveStarted", &id).await;
+    let s = lifecycle(&alice, "DirectiveStarted", &id, "bob").await;
     assert_eq!((s.status, s.claimed_by.as_deref()), (DirectiveStatus::Started, Some("bob")));
-    let c = lifecycle(&alice, "DirectiveCompleted", &id).await;
+    let c = lifecycle(&alice, "DirectiveCompleted", &id, "bob").await;
     assert_eq!(c.result, Some(json!({"ok": true})));
     let got = alice.get_directive(&id, Some(Duration::from_secs(5))).await.unwrap(); // ended: at once
     assert_eq!((got.status, got.progress.and_then(|p| p.percent)), (DirectiveStatus::Completed, Some(40)));
@@ -105,6 +113,11 @@ async fn s28_directive_to_an_agent() {
         other => panic!("expected InvalidTransition, got {other:?}"),
     }
     assert!(matches!(carol.get_directive(&id, None).await, Err(Error::NotFound(_))));
+    assert!(matches!(carol.start_directive(&id).await, Err(Error::NotFound(_))));
+    match alice.create_directive(DirectiveRequest::new("@nope", "package.install")).await {
+        Err(e @ Error::UnknownGroup(_)) => assert_eq!(e.status(), Some(404)),
+        other => panic!("expected UnknownGroup, got {other:?}"),
+    }
     assert!(matches!(
         alice.create_directive(DirectiveRequest::new("nobody", "package.install")).await,
         Err(Error::UnknownRecipient(_))
@@ -116,12 +129,15 @@ async fn s28_directive_to_an_agent() {
 /// What bob's worker saw: each run's directive id and the progress its report recorded.
 #[derive(Default)]
 struct Seen {
+    runs: Mutex<Vec<String>>,
     progress: Mutex<Vec<(String, Option<u8>)>>,
     ended_while_running: Mutex<Vec<String>>,
 }
 
 async fn handler(d: Directive, p: Progress, seen: Arc<Seen>) -> Result<Value, signalbus_client::HandlerError> {
+    seen.runs.lock().unwrap().push(d.directive_id.clone());
     match d.params["mode"].as_str() {
+        Some("nothing") => Ok(Value::Null),
         Some("fail") => Err(Failure::new("InstallError", format!("no package {}", d.params["name"])).into()),
         Some("oops") => Err("the disk is full".into()),
         Some("hang") => loop {
@@ -156,11 +172,24 @@ async fn s29_run_directive_and_on_directive() {
     assert_eq!(result, json!({"value": "installed jq"})); // a non-object result is wrapped
     let (run_id, percent) = seen.progress.lock().unwrap()[0].clone();
     assert_eq!(percent, Some(50));
-    let recorded = alice.get_directive(&run_id, None).await.unwrap();
+    let issued = DirectiveQuery { role: Some("issued".into()), ..Default::default() };
+    let listed = alice.list_directives(&issued).await.unwrap().directives;
+    let recorded = listed.into_iter().find(|d| d.directive_id == run_id).unwrap();
     assert_eq!(
         (recorded.status, recorded.claimed_by.as_deref(), recorded.progress.and_then(|p| p.message)),
         (DirectiveStatus::Completed, Some("bob"), Some("installing".to_string()))
     );
+    // Consumed, not handed on: neither receive() sees a lifecycle signal, and alice's are acked.
+    let quiet = Duration::from_millis(300);
+    assert!(matches!(alice.receive(quiet).await, Err(Error::Timeout { .. })));
+    assert!(matches!(bob.receive(quiet).await, Err(Error::Timeout { .. })));
+    eventually("alice's lifecycle signals acked", 10, || async {
+        let got = alice.list(&ListQuery { role: Some("received".into()), ..Default::default() }).await?.signals;
+        Ok((got.len() == 2 && got.iter().all(|r| r.acked_at.is_some())).then_some(()))
+    })
+    .await;
+    let nothing = alice.run_directive("bob", "package.install", json!({"mode": "nothing"}), WAIT).await;
+    assert_eq!(nothing.unwrap(), json!({}));
 
     match alice.run_directive("bob", "package.install", json!({"name": "zz", "mode": "fail"}), WAIT).await {
         Err(Error::DirectiveFailed { directive }) => {
@@ -233,72 +262,42 @@ async fn s29_run_directive_and_on_directive() {
     ));
     let bad = bob.on_directive("pack*age", |_, _| async { Ok(json!({})) });
     assert!(matches!(bad, Err(Error::Usage(_))), "{bad:?}");
+    let twice = bob.on_directive("package.*", |_, _| async { Ok(json!({})) });
+    assert!(matches!(twice, Err(Error::Usage(_))), "{twice:?}");
     alice.close().await;
     bob.close().await;
     assert!(matches!(bob.on_directive("package.*", |_, _| async { Ok(json!({})) }), Err(Error::Closed)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s30_a_group_directive() {
+async fn s29_a_request_redelivered_after_its_end_is_skipped() {
     let bus = Bus::start_new().await;
-    let admin = bus.admin();
-    let at = bus.token("alice").await;
-    let mut members = Vec::new();
-    for m in ["m1", "m2", "m3"] {
-        members.push(Client::new(&bus.url, &bus.token(m).await).unwrap()); // HTTP only: their requests queue
-    }
-    admin.create_group("@builders", &GroupOptions::default()).await.unwrap();
-    for m in ["m1", "m2", "m3"] {
-        admin.add_member("builders", m, None).await.unwrap();
-    }
+    let (at, et) = (bus.token("alice").await, bus.token("erin").await);
     let alice = Client::new(&bus.url, &at).unwrap();
-    let d = alice
-        .create_directive(DirectiveRequest::new("@builders", "build.run").params(json!({"ref": "main"})))
-        .await
-        .unwrap();
-    assert_eq!((d.assignee.as_str(), d.status), ("@builders", DirectiveStatus::Requested));
-    let id = d.directive_id.clone();
-    let requests = |sigs: Vec<Signal>| {
-        sigs.into_iter()
-            .filter(|s| s.signal_type == "DirectiveRequested" && s.correlation_id.as_deref() == Some(&id))
-            .count()
-    };
-    assert_eq!(requests(members[2].inbox(None).await.unwrap()), 1, "m3 was handed the request");
-
-    let (one, two) = tokio::join!(members[0].start_directive(&id), members[1].start_directive(&id));
-    let (winner, loser) = match (one, two) {
-        (Ok(w), Err(l)) => (w, l),
-        (Err(l), Ok(w)) => (w, l),
-        other => panic!("expected exactly one claim, got {other:?}"),
-    };
-    let claimer = winner.claimed_by.clone().unwrap();
-    assert!(claimer == "m1" || claimer == "m2", "{claimer}");
-    match loser {
-        Error::AlreadyClaimed { claimed_by, .. } => assert_eq!(claimed_by, claimer),
-        other => panic!("expected AlreadyClaimed, got {other:?}"),
-    }
-    let m3 = &members[2];
-    eventually("m3's request recalled", 10, || async { Ok((requests(m3.inbox(None).await?) == 0).then_some(())) })
-        .await;
-
-    let second = alice
-        .create_directive(DirectiveRequest::new("@builders", "build.run").params(json!({"ref": "old"})))
-        .await
-        .unwrap();
-    let mut last = None;
-    for m in &members {
-        last = Some(m.reject_directive(&second.directive_id, Some("busy")).await.unwrap());
-    }
-    let last = last.unwrap();
-    assert_eq!(last.status, DirectiveStatus::Rejected);
-    let mut declined = last.declined_by.clone();
-    declined.sort();
-    assert_eq!(declined, vec!["m1", "m2", "m3"]);
-    assert_eq!(alice.get_directive(&second.directive_id, None).await.unwrap().status, DirectiveStatus::Rejected);
-    let told = alice.inbox(None).await.unwrap();
-    assert!(
-        told.iter()
-            .any(|s| s.signal_type == "DirectiveRejected" && s.correlation_id.as_deref() == Some(&second.directive_id)),
-        "{told:?}"
+    let d = alice.create_directive(DirectiveRequest::new("erin", "package.install")).await.unwrap();
+    let plain = bus.connected(&et).await; // receives the request, never acks it
+    let sig = plain.receive(WAIT).await.unwrap();
+    assert_eq!(
+        (sig.signal_type.as_str(), sig.correlation_id.as_deref()),
+        ("DirectiveRequested", Some(d.directive_id.as_str()))
     );
+    plain.close().await;
+    alice.cancel_directive(&d.directive_id, None).await.unwrap();
+
+    let seen = Arc::new(Seen::default());
+    let erin = Client::builder(&bus.url, &et).build().unwrap();
+    let s = seen.clone();
+    erin.on_directive("package.*", move |d, p| handler(d, p, s.clone())).unwrap();
+    erin.connect().await.unwrap();
+    eventually("the redelivered request acked", 10, || async { Ok(erin.get(&sig.id).await?.acked_at.map(|_| ())) })
+        .await;
+    assert!(
+        matches!(erin.receive(Duration::from_millis(500)).await, Err(Error::Timeout { .. })),
+        "nor the DirectiveCanceled"
+    );
+    assert!(seen.runs.lock().unwrap().is_empty(), "the handler never ran");
+    let canceled = erin.list(&ListQuery { role: Some("received".into()), ..Default::default() }).await.unwrap();
+    let row = canceled.signals.iter().find(|r| r.signal_type == "DirectiveCanceled").expect("the DirectiveCanceled");
+    eventually("the DirectiveCanceled acked", 10, || async { Ok(erin.get(&row.id).await?.acked_at.map(|_| ())) }).await;
+    erin.close().await;
 }
