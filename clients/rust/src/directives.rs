@@ -20,6 +20,9 @@ use crate::http::segment;
 use crate::shared::{usage, Inner};
 use crate::types_directive::{Directive, DirectivePage, DirectiveQuery, DirectiveRequest, DirectiveStatus};
 
+/// How long `run_directive` waits when its timeout is too long to count (`Duration::MAX`).
+const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// The longest `get_directive` wait the bus takes.
 const MAX_WAIT: Duration = Duration::from_secs(60);
 
@@ -175,7 +178,8 @@ impl Client {
     /// the directive, or `DirectiveTimeout` when it has not ended within `timeout` (it is left as
     /// it is). Waits on the lifecycle signals the session pushes — acking them — not by polling,
     /// so it needs an open session: without one it fails at once with `Unreachable` and creates
-    /// nothing. `Usage` for a zero timeout.
+    /// nothing. `Usage` for a zero timeout; `Duration::MAX` waits until it ends (at the latest,
+    /// its deadline's expiry); `close()` ends the wait with `Closed`.
     pub async fn run_directive(
         &self,
         to: &str,
@@ -202,7 +206,8 @@ impl Client {
             );
             return Err(Error::Unreachable { message, cause: "no open session".into(), dedupe_key: None });
         }
-        let until = Instant::now() + timeout;
+        // A timeout too long to add (Duration::MAX: "as long as it takes") waits a century.
+        let until = Instant::now().checked_add(timeout).unwrap_or_else(|| Instant::now() + CENTURY);
         let key = req.idempotency_key.get_or_insert_with(|| format!("sbd-{}", uuid::Uuid::new_v4())).clone();
         let (tx, mut rx) = mpsc::unbounded_channel();
         self.inner.directive_waits.lock().unwrap().entry(key.clone()).or_default().push(tx.clone());

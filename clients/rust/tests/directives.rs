@@ -188,7 +188,7 @@ async fn s29_run_directive_and_on_directive() {
         Ok((got.len() == 2 && got.iter().all(|r| r.acked_at.is_some())).then_some(()))
     })
     .await;
-    let nothing = alice.run_directive("bob", "package.install", json!({"mode": "nothing"}), WAIT).await;
+    let nothing = alice.run_directive("bob", "package.install", json!({"mode": "nothing"}), Duration::MAX).await;
     assert_eq!(nothing.unwrap(), json!({}));
 
     match alice.run_directive("bob", "package.install", json!({"name": "zz", "mode": "fail"}), WAIT).await {
@@ -264,7 +264,17 @@ async fn s29_run_directive_and_on_directive() {
     assert!(matches!(bad, Err(Error::Usage(_))), "{bad:?}");
     let twice = bob.on_directive("package.*", |_, _| async { Ok(json!({})) });
     assert!(matches!(twice, Err(Error::Usage(_))), "{twice:?}");
+    let a = alice.clone();
+    let waiting = tokio::spawn(async move { a.run_directive("carol", "package.install", json!({}), WAIT).await });
+    let issued = DirectiveQuery { role: Some("issued".into()), status: Some("open".into()), ..Default::default() };
+    eventually("the waiting run's directive created", 10, || async {
+        Ok((alice.list_directives(&issued).await?.directives.len() == 2).then_some(()))
+        // with the short one
+    })
+    .await;
     alice.close().await;
+    let closed = tokio::time::timeout(WAIT, waiting).await.expect("close() ends the wait").unwrap();
+    assert!(matches!(closed, Err(Error::Closed)), "{closed:?}");
     bob.close().await;
     assert!(matches!(bob.on_directive("package.*", |_, _| async { Ok(json!({})) }), Err(Error::Closed)));
 }
