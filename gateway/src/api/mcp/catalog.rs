@@ -5,12 +5,11 @@
 //!
 //! Deliberately data only: no parsing (`call.rs`) and no I/O.
 
-use std::sync::Arc;
-
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::Tool;
 use serde_json::{json, Value};
 
 use super::team_tools;
+use super::tool_schema::{annotations, schema};
 
 /// The tool names, fixed by CONTRACT §12.
 pub const TOOL_NAMES: [&str; 13] = [
@@ -44,19 +43,6 @@ accepted, so send again; if an answer was lost, send again with the same dedupe_
 the first send's answer instead of a duplicate.";
 
 const SIGNAL_ID: &str = "The signal_id a send answered (a uuid).";
-
-pub(super) fn schema(properties: Value, required: &[&str]) -> Arc<JsonObject> {
-    let v = json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    });
-    match v {
-        Value::Object(map) => Arc::new(map),
-        _ => unreachable!("a json object literal"),
-    }
-}
 
 fn send_signal() -> Tool {
     let description = "Send a signal (a short message) to another agent of your tenant. Choose \
@@ -180,16 +166,6 @@ and time ({} and seq 0 when it has no facts). Any agent of the tenant may read a
     Tool::new("plugin_state", description, schema(properties, &["plugin"]))
         .with_title("Read plugin state")
         .with_annotations(annotations(true, true, false))
-}
-
-pub(super) fn annotations(read_only: bool, idempotent: bool, destructive: bool) -> ToolAnnotations {
-    let mut a = ToolAnnotations::new();
-    a.read_only_hint = Some(read_only);
-    a.idempotent_hint = Some(idempotent);
-    a.destructive_hint = Some(destructive && !read_only);
-    // Other agents, not the outside world: the bus is a closed domain.
-    a.open_world_hint = Some(false);
-    a
 }
 
 /// Every tool, in `TOOL_NAMES` order.

@@ -20,6 +20,7 @@ pub mod catalog;
 mod edge;
 pub mod server;
 mod team_tools;
+mod tool_schema;
 
 use std::sync::Arc;
 

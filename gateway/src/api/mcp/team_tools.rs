@@ -7,7 +7,7 @@
 use rmcp::model::Tool;
 use serde_json::json;
 
-use super::catalog::{annotations, schema};
+use super::tool_schema::{annotations, schema};
 
 const DIRECTIVE_ID: &str =
     "The directive_id create_directive answered, or the correlation_id of a Directive* signal (a uuid).";
