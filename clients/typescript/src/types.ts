@@ -1,6 +1,10 @@
-/** Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10). Timestamps are RFC 3339 strings. */
+/** Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10, §14, §15). Timestamps are RFC 3339 strings. */
 
-import { ProtocolError } from "./errors.js";
+import { toDirective, type Directive, type DirectiveStatus } from "./directive-object.js";
+import { errorFromBody, ProtocolError, type SignalbusError } from "./errors.js";
+
+export { TERMINAL_STATUSES, isTerminal } from "./directive-object.js";
+export type { Directive, DirectiveFailure, DirectiveProgress, DirectiveStatus } from "./directive-object.js";
 
 export type DeliveryClass = "sync" | "async";
 export type RecipientState = "available" | "not_available_stale" | "not_available_offline";
@@ -78,6 +82,108 @@ export interface SendOptions {
   dedupeKey?: string;
   /** false: throw instead of spooling when the bus cannot take it. */
   spool?: boolean;
+}
+
+/**
+ * The answer to a send to a group (`to: "@name"`, CONTRACT §15): one entry per member other than
+ * the sender (sorted by identity), each true on its own, all under one `fanoutId`. Repeating the
+ * send with its `dedupeKey` answers the same signals and the same `fanoutId`.
+ */
+export interface FanoutResult {
+  fanoutId: string;
+  /** The group, with its `@`. */
+  to: string;
+  results: MemberResult[];
+  /** The key the send carried (the caller's or a generated one). */
+  dedupeKey: string;
+  raw: Record<string, unknown>;
+}
+
+/**
+ * One member's part of a group send. Accepted: `signalId`, `delivered`, `queued` and the whole §4
+ * answer in `result`; `error` null. Not accepted: `error` is the typed error the same send to that
+ * member alone would have thrown — `RecipientUnavailable` (a bounced sync send: `recipientState`,
+ * and the bounce's `signalId`), `UnknownRecipient`, `Unavailable` (nothing taken), `InternalError`
+ * — and `signalId` is null.
+ */
+export interface MemberResult {
+  to: string;
+  signalId: string | null;
+  delivered: boolean;
+  queued: boolean;
+  result: SendResult | null;
+  error: SignalbusError | null;
+}
+
+/** What `send` resolves to for a recipient `To`: a group (`@…`) answers a `FanoutResult`, an
+ * identity a `SendOutcome`; a `to` whose value is not known to the types may be either (`isFanout`). */
+export type SendAnswer<To extends string> = string extends To ? SendOutcome | FanoutResult : To extends `@${string}` ? FanoutResult : SendOutcome;
+
+/** True when a send's answer is a group's (`FanoutResult`). */
+export function isFanout(answer: SendOutcome | FanoutResult): answer is FanoutResult {
+  return "fanoutId" in answer;
+}
+
+/** One signal of a `recallMany`, with its outcome (decided per signal, as a single `recall`'s). */
+export interface RecallEntry {
+  signalId: string;
+  to: string;
+  outcome: RecallOutcome;
+}
+
+/** A group as `groups()` lists it: member identities only. */
+export interface GroupSummary {
+  /** The name, with its `@`. */
+  group: string;
+  members: string[];
+  selfJoin: boolean;
+  announce: boolean;
+}
+
+/** A group as `group(name)`, `joinGroup`, `leaveGroup` and the admin calls answer it: each member with its recipient state. */
+export interface Group {
+  group: string;
+  selfJoin: boolean;
+  announce: boolean;
+  createdAt: string | null;
+  members: GroupMember[];
+  raw: Record<string, unknown>;
+}
+
+export interface GroupMember {
+  identity: string;
+  recipientState: RecipientState | null;
+  addedAt: string | null;
+  addedBy: string | null;
+}
+
+/** `createDirective`'s answer: the directive, and whether the bus created it (201) or its
+ * idempotency key answered the existing one (200: nothing created). */
+export type CreatedDirective = Directive & { created: boolean };
+
+export interface CreateDirectiveOptions {
+  /** Repeating a key answers the existing directive and creates nothing; generated (`sbd-<uuid>`) when absent. */
+  idempotencyKey?: string;
+  /** 1 … 2,592,000; the bus's default is 86,400 (24 h). */
+  deadlineSeconds?: number;
+  correlationId?: string;
+}
+
+export interface ListDirectivesOptions {
+  /** `issued` by you, or `assigned` to you (with the directives of your groups). */
+  role?: "issued" | "assigned";
+  /** A status, or `open` (`requested` or `started`). */
+  status?: DirectiveStatus | "open";
+  type?: string;
+  limit?: number;
+  /** A page's `nextBefore`, to read the next (older) page. */
+  before?: string;
+}
+
+/** One page of directives, newest first; `nextBefore` continues (null: the last page). */
+export interface DirectivePage {
+  directives: Directive[];
+  nextBefore: string | null;
 }
 
 /** A signal's row (CONTRACT §10 columns), from `get` and `list`. */
@@ -206,6 +312,63 @@ export function parseSendResult(o: Obj, dedupeKey: string): SendResult {
     publishPath: req(o, "publish_path"),
     redacted: Array.isArray(o.redacted) ? (o.redacted as string[]) : [],
     dedupeKey,
+    raw: o,
+  };
+}
+
+/** A directive object (every directive answer, a lifecycle signal's payload). */
+export function parseDirective(o: Obj): Directive {
+  for (const key of ["directive_id", "type", "issuer", "assignee", "status"]) req(o, key);
+  return toDirective(o);
+}
+
+export function parseFanout(o: Obj, dedupeKey: string): FanoutResult {
+  const results = req<unknown[]>(o, "results");
+  if (!Array.isArray(results)) throw new ProtocolError(`a group send's "results" is not a list: ${JSON.stringify(o).slice(0, 300)}`);
+  return {
+    fanoutId: req(o, "fanout_id"),
+    to: req(o, "to"),
+    results: results.map((r) => parseMemberResult(r as Obj, dedupeKey)),
+    dedupeKey,
+    raw: o,
+  };
+}
+
+function parseMemberResult(o: Obj, dedupeKey: string): MemberResult {
+  const to = req<string>(o, "to");
+  if (o.error && typeof o.error === "object") {
+    return { to, signalId: null, delivered: false, queued: false, result: null, error: errorFromBody(o.error) };
+  }
+  const result = parseSendResult(o, dedupeKey);
+  return { to, signalId: result.signalId, delivered: result.delivered, queued: result.queued, result, error: null };
+}
+
+export function parseRecallMany(o: Obj): RecallEntry[] {
+  const results = Array.isArray(o.results) ? (o.results as Obj[]) : [];
+  return results.map((r) => ({ signalId: req(r, "signal_id"), to: (r.to as string) ?? "", outcome: req(r, "outcome") }));
+}
+
+export function parseGroupSummary(o: Obj): GroupSummary {
+  return {
+    group: req(o, "group"),
+    members: Array.isArray(o.members) ? o.members.map((m) => (typeof m === "string" ? m : String((m as Obj)?.identity ?? ""))) : [],
+    selfJoin: Boolean(o.self_join),
+    announce: o.announce === undefined ? true : Boolean(o.announce),
+  };
+}
+
+export function parseGroup(o: Obj): Group {
+  const members = Array.isArray(o.members) ? o.members : [];
+  return {
+    group: req(o, "group"),
+    selfJoin: Boolean(o.self_join),
+    announce: o.announce === undefined ? true : Boolean(o.announce),
+    createdAt: opt(o, "created_at"),
+    members: members.map((m) =>
+      typeof m === "string"
+        ? { identity: m, recipientState: null, addedAt: null, addedBy: null }
+        : { identity: req<string>(m as Obj, "identity"), recipientState: opt<RecipientState>(m as Obj, "recipient_state"), addedAt: opt<string>(m as Obj, "added_at"), addedBy: opt<string>(m as Obj, "added_by") },
+    ),
     raw: o,
   };
 }
