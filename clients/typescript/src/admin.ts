@@ -86,6 +86,11 @@ export class AdminClient {
     return parseGroup(await this.api.request("DELETE", `/v1/groups/${groupPath(name)}/members/${enc(identity)}`, { params: { tenant: options.tenant } }));
   }
 
+  /** One group of a tenant (default: the default tenant), with each member's recipient state; `UnknownGroup` when there is none. */
+  async group(name: string, options: { tenant?: string } = {}): Promise<Group> {
+    return parseGroup(await this.api.request("GET", `/v1/groups/${groupPath(name)}`, { params: { tenant: options.tenant } }));
+  }
+
   /** A tenant's groups (default: the default tenant), sorted by name. */
   async groups(options: { tenant?: string } = {}): Promise<GroupSummary[]> {
     const d = await this.api.request<{ groups?: Record<string, unknown>[] }>("GET", "/v1/groups", { params: { tenant: options.tenant } });
