@@ -104,7 +104,7 @@ export class Delivery {
       return;
     }
     this.remember(id, true);
-    this.queueAck(id);
+    this.queueAck(id, true); // now: the queue of signals for receive() may wait on the caller for long
   }
 
   /** Ack `ids`, marking the ones seen as handled (so a redelivery is re-acked). */
@@ -165,9 +165,9 @@ export class Delivery {
     if (this.o.handler) this.pump();
   }
 
-  private queueAck(id: string): void {
+  private queueAck(id: string, now = false): void {
     this.ackBuffer.push(id);
-    if (this.ackBuffer.length >= 100 || this.queue.length === 0) {
+    if (now || this.ackBuffer.length >= 100 || this.queue.length === 0) {
       this.flushAcks().catch((e: SignalbusError) =>
         this.logger.warn(`ack not sent (${e.message}): the signals come back on the next session and are deduped`),
       );
