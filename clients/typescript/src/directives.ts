@@ -115,7 +115,7 @@ interface Job {
 /** The directive calls, `runDirective` and the `onDirective` worker of one client. */
 export class Directives {
   private readonly logger: Logger;
-  /** The `runDirective`s waiting, by directive id: told when any answer shows the directive ended. */
+  /** The `runDirective`s waiting, by directive id: told when an answer shows it canceled (the one end its issuer gets no signal of). */
   private readonly waiting = new Map<string, Set<(d: Directive) => void>>();
   private readonly jobs: Job[] = [];
   private readonly running = new Map<string, AbortController>();
@@ -197,10 +197,13 @@ export class Directives {
     }
   }
 
-  /** Every directive answer passes here: a `runDirective` waiting on one that ended is told (a
-   * cancel by this client sends its issuer no signal). */
+  /**
+   * Every directive answer passes here: a `runDirective` waiting on one that was canceled (by
+   * this client: the issuer gets no signal of a cancel) is told. Its other ends come as signals,
+   * which the run waits for, so that it takes (and acks) them all.
+   */
   private seen(d: Directive): Directive {
-    if (isTerminal(d.status)) for (const tell of this.waiting.get(d.directiveId) ?? []) tell(d);
+    if (d.status === "canceled") for (const tell of this.waiting.get(d.directiveId) ?? []) tell(d);
     return d;
   }
 
