@@ -33,6 +33,18 @@ struct ConfigFile {
     types: BTreeMap<String, TypeDefaults>,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    directives: Directives,
+}
+
+/// `[directives]`: the default deadline, and `[directives.issuers]` (type pattern → who may
+/// create such directives: identities and `@groups`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Directives {
+    default_deadline: Option<String>,
+    #[serde(default)]
+    issuers: BTreeMap<String, Vec<String>>,
 }
 
 /// `[server]`: one key per server flag, named as the flag with `_` for `-`.
@@ -88,6 +100,7 @@ struct Limits {
     max_connections: Option<usize>,
     header_read_timeout: Option<String>,
     idle_timeout: Option<String>,
+    max_fanout: Option<usize>,
 }
 
 /// What the config file sets.
@@ -99,6 +112,12 @@ pub struct Config {
     /// `None`: no plugin fact rate limit.
     pub fact_rate: Option<gateway::FactRate>,
     pub connections: gateway::ConnLimits,
+    /// `[directives.issuers]`.
+    pub directive_issuers: bus::directive::IssuerPolicy,
+    /// `[directives] default_deadline`.
+    pub directive_default_deadline: Duration,
+    /// `[limits] max_fanout`.
+    pub max_fanout: usize,
 }
 
 /// The server flags with the config file (`args.config`) filling what no flag or variable set,
@@ -147,7 +166,7 @@ pub fn resolve(mut args: ServerArgs, matches: &ArgMatches) -> anyhow::Result<(Se
         args.tls_cert.is_some() == args.tls_key.is_some(),
         "TLS needs both a certificate and its key (--tls-cert and --tls-key, or tls_cert and tls_key)"
     );
-    let config = build(file.types, file.limits, &shown)?;
+    let config = build(file.types, file.limits, file.directives, &shown)?;
     Ok((args, config))
 }
 
@@ -177,7 +196,7 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         s.nats_url.is_some() == s.database_url.is_some(),
         "invalid config {shown}: server.nats_url and server.database_url go together (or neither, embedded)"
     );
-    build(file.types, file.limits, &shown)?;
+    build(file.types, file.limits, file.directives, &shown)?;
     Ok(())
 }
 
@@ -191,11 +210,16 @@ fn read(path: Option<&Path>) -> anyhow::Result<ConfigFile> {
 #[cfg(test)]
 pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
     let file = read(path)?;
-    build(file.types, file.limits, &path.map(|p| p.display().to_string()).unwrap_or_default())
+    build(file.types, file.limits, file.directives, &path.map(|p| p.display().to_string()).unwrap_or_default())
 }
 
-fn build(types: BTreeMap<String, TypeDefaults>, limits: Limits, shown: &str) -> anyhow::Result<Config> {
-    let file = ConfigFile { types, limits, ..Default::default() };
+fn build(
+    types: BTreeMap<String, TypeDefaults>,
+    limits: Limits,
+    directives: Directives,
+    shown: &str,
+) -> anyhow::Result<Config> {
+    let file = ConfigFile { types, limits, directives, ..Default::default() };
     let types = TypeTable::default().with_overrides(file.types).with_context(|| format!("invalid type in {shown}"))?;
     let default = gateway::SendRate::default();
     let send_rate = match file.limits.sends_per_second.unwrap_or(default.per_second) {
@@ -229,7 +253,24 @@ fn build(types: BTreeMap<String, TypeDefaults>, limits: Limits, shown: &str) -> 
     if let Some(d) = duration("idle_timeout", &file.limits.idle_timeout)? {
         connections.idle_timeout = d;
     }
-    Ok(Config { types, send_rate, fact_rate, connections })
+    let max_fanout = file.limits.max_fanout.unwrap_or(bus::group::DEFAULT_MAX_FANOUT);
+    anyhow::ensure!(max_fanout > 0, "invalid config {shown}: max_fanout must be at least 1");
+    let directive_issuers = bus::directive::IssuerPolicy::new(file.directives.issuers)
+        .map_err(|e| anyhow::anyhow!("invalid config {shown}: {e}"))?;
+    let directive_default_deadline = match &file.directives.default_deadline {
+        None => Duration::from_secs(bus::directive::DEFAULT_DEADLINE_SECONDS),
+        Some(t) => {
+            let d = humantime::parse_duration(t)
+                .with_context(|| format!("invalid config {shown}: directives.default_deadline = {t:?}"))?;
+            let max = bus::directive::MAX_DEADLINE_SECONDS;
+            anyhow::ensure!(
+                (1..=max).contains(&d.as_secs()),
+                "invalid config {shown}: directives.default_deadline = {t:?} (1s to {max}s)"
+            );
+            d
+        }
+    };
+    Ok(Config { types, send_rate, fact_rate, connections, directive_issuers, directive_default_deadline, max_fanout })
 }
 
 #[cfg(test)]

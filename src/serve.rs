@@ -176,6 +176,9 @@ pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)
             send_rate: config_file.send_rate,
             fact_rate: config_file.fact_rate,
             connections: gateway::ConnLimits { tls: tls.map(gateway::Tls::new), ..config_file.connections.clone() },
+            directive_issuers: config_file.directive_issuers.clone(),
+            directive_default_deadline: config_file.directive_default_deadline,
+            max_fanout: config_file.max_fanout,
             ..Default::default()
         };
         let gw = gateway::Gateway::start(log.clone(), queries.clone(), config).await.context("gateway start")?;

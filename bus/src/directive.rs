@@ -28,6 +28,7 @@
 mod create;
 mod effects;
 mod lifecycle;
+mod policy;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -45,6 +46,7 @@ pub use create::{
 };
 pub use effects::{lifecycle_decision, lifecycle_request, DirectiveEffects};
 pub use lifecycle::{lifecycle_signals, requested_signal_id, requests_to_recall, LifecycleSignal, BUS_IDENTITY};
+pub use policy::IssuerPolicy;
 
 /// The claimer's latest progress report.
 #[derive(Debug, Clone, PartialEq)]

@@ -163,8 +163,8 @@ impl SignalStore {
     /// signal or an unknown id is `NotFound`. Results are in the order of `ids`.
     pub async fn recall_many(&self, tenant: &str, by: &str, ids: &[Uuid], now: DateTime<Utc>) -> Vec<RecallEntry> {
         let command = SignalCommand::Recall { by: by.to_string() };
-        stream::iter(ids)
-            .map(|&signal_id| {
+        stream::iter(ids.to_vec())
+            .map(|signal_id| {
                 let command = &command;
                 async move {
                     let outcome = self

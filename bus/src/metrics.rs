@@ -22,3 +22,24 @@ pub fn init() {
     );
     let _ = metrics::histogram!(EVENT_APPEND_SECONDS);
 }
+
+/// Distinct directive types one process labels series with; later ones are `other`.
+pub const MAX_DIRECTIVE_TYPE_LABELS: usize = 100;
+
+/// The `directive_type` label of `directive_type`: the type itself while fewer than
+/// `MAX_DIRECTIVE_TYPE_LABELS` distinct types have been labelled by this process, else `other`
+/// — directive types are free text, and a label set must stay bounded.
+pub fn directive_type_label(directive_type: &str) -> String {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let mut seen = SEEN.get_or_init(Default::default).lock().expect("label set lock");
+    if seen.contains(directive_type) {
+        return directive_type.to_string();
+    }
+    if seen.len() < MAX_DIRECTIVE_TYPE_LABELS && !directive_type.is_empty() {
+        seen.insert(directive_type.to_string());
+        return directive_type.to_string();
+    }
+    "other".to_string()
+}

@@ -50,6 +50,7 @@ impl Gateway {
             hub: gw.hub().clone(),
             deliverer: gw.deliverer().clone(),
             confirmations: gw.confirmations().clone(),
+            directive_ends: gw.directive_ends().clone(),
             announce: Box::new(move |tenant, sent| announcers.announce(tenant, sent)),
             shutdown: gw.shutdown_token().clone(),
         };

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bus::catalog::TypeTable;
+use bus::directive::IssuerPolicy;
 
 use crate::admin::AdminOps;
 use crate::listener::ConnLimits;
@@ -60,6 +61,12 @@ pub struct GatewayConfig {
     /// How far the read models may trail the stream before sends wait for them
     /// (`backpressure.rs`); `None` never holds a send.
     pub max_projector_lag: Option<Duration>,
+    /// Who may create which directives (`[directives.issuers]`); the default allows everyone.
+    pub directive_issuers: IssuerPolicy,
+    /// A directive's deadline when its create names none (`[directives] default_deadline`).
+    pub directive_default_deadline: Duration,
+    /// Most members a send to a group fans out to (`[limits] max_fanout`).
+    pub max_fanout: usize,
 }
 
 impl Default for GatewayConfig {
@@ -85,6 +92,9 @@ impl Default for GatewayConfig {
             fact_page_bytes: 4 * 1024 * 1024,
             connections: ConnLimits::default(),
             max_projector_lag: Some(Duration::from_millis(100)),
+            directive_issuers: IssuerPolicy::default(),
+            directive_default_deadline: Duration::from_secs(bus::directive::DEFAULT_DEADLINE_SECONDS),
+            max_fanout: bus::group::DEFAULT_MAX_FANOUT,
         }
     }
 }
@@ -112,6 +122,9 @@ impl std::fmt::Debug for GatewayConfig {
             .field("fact_rate", &self.fact_rate)
             .field("fact_page_bytes", &self.fact_page_bytes)
             .field("connections", &self.connections)
+            .field("directive_issuers", &self.directive_issuers)
+            .field("directive_default_deadline", &self.directive_default_deadline)
+            .field("max_fanout", &self.max_fanout)
             .finish_non_exhaustive()
     }
 }

@@ -33,6 +33,17 @@ pub enum ApiError {
     RecipientUnavailable { recipient_state: RecipientState, signal_id: Uuid },
     #[error("{0}")]
     AlreadyRegistered(String),
+    /// A directive transition its state does not allow; carries the directive as it is now.
+    #[error("{message}")]
+    InvalidTransition { message: String, directive: Box<Value> },
+    /// Another group member holds the claim on the directive.
+    #[error("the directive is claimed by {claimed_by}")]
+    AlreadyClaimed { claimed_by: String },
+    /// An idempotency key repeated with another `to`, `type` or `params`.
+    #[error("idempotency_key was used for directive {directive_id} with another to, type or params")]
+    IdempotencyConflict { directive_id: Uuid },
+    #[error("no group {0:?}")]
+    UnknownGroup(String),
     #[error("{0}")]
     PayloadTooLarge(String),
     /// Over a quota; `retry_after` is when the caller's bucket has room again.
@@ -77,6 +88,10 @@ impl ApiError {
             ApiError::UnknownRecipient => "unknown_recipient",
             ApiError::RecipientUnavailable { .. } => "recipient_unavailable",
             ApiError::AlreadyRegistered(_) => "already_registered",
+            ApiError::InvalidTransition { .. } => "invalid_transition",
+            ApiError::AlreadyClaimed { .. } => "already_claimed",
+            ApiError::IdempotencyConflict { .. } => "idempotency_conflict",
+            ApiError::UnknownGroup(_) => "unknown_group",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Unavailable(_) => "unavailable",
@@ -90,8 +105,12 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::NotFound(_) | ApiError::UnknownRecipient => StatusCode::NOT_FOUND,
-            ApiError::RecipientUnavailable { .. } | ApiError::AlreadyRegistered(_) => StatusCode::CONFLICT,
+            ApiError::NotFound(_) | ApiError::UnknownRecipient | ApiError::UnknownGroup(_) => StatusCode::NOT_FOUND,
+            ApiError::RecipientUnavailable { .. }
+            | ApiError::AlreadyRegistered(_)
+            | ApiError::InvalidTransition { .. }
+            | ApiError::AlreadyClaimed { .. }
+            | ApiError::IdempotencyConflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -108,6 +127,9 @@ impl ApiError {
                 v["signal_id"] = json!(signal_id);
             }
             // The precise wait, for WebSocket clients, which get no `Retry-After` header.
+            ApiError::InvalidTransition { directive, .. } => v["directive"] = (**directive).clone(),
+            ApiError::AlreadyClaimed { claimed_by } => v["claimed_by"] = json!(claimed_by),
+            ApiError::IdempotencyConflict { directive_id } => v["directive_id"] = json!(directive_id),
             ApiError::RateLimited { retry_after, .. } => {
                 v["retry_after_ms"] = json!((retry_after.as_millis() as u64).max(1));
             }
@@ -143,12 +165,14 @@ impl From<DomainError> for ApiError {
             DomainError::UnknownAgent(who) => ApiError::NotFound(format!("no agent {who:?}")),
             DomainError::Forbidden(m) => ApiError::Forbidden(m),
             DomainError::Refused(why) => ApiError::InvalidRequest(format!("refused: {why}")),
-            // Directives and groups have no surface yet (issues 24, 25): their own codes
-            // (invalid_transition, already_claimed, idempotency_conflict, unknown_group) come with it.
-            e @ (DomainError::UnknownDirective | DomainError::UnknownGroup(_)) => ApiError::NotFound(e.to_string()),
-            e @ (DomainError::InvalidTransition { .. }
-            | DomainError::AlreadyClaimed { .. }
-            | DomainError::IdempotencyConflict { .. }) => ApiError::InvalidRequest(e.to_string()),
+            DomainError::UnknownDirective => ApiError::NotFound("directive not found".into()),
+            DomainError::UnknownGroup(g) => ApiError::UnknownGroup(g),
+            // The directive itself is attached by `directives.rs`, which holds it.
+            e @ DomainError::InvalidTransition { .. } => {
+                ApiError::InvalidTransition { message: e.to_string(), directive: Box::new(Value::Null) }
+            }
+            DomainError::AlreadyClaimed { claimed_by } => ApiError::AlreadyClaimed { claimed_by },
+            DomainError::IdempotencyConflict { directive_id } => ApiError::IdempotencyConflict { directive_id },
         }
     }
 }
@@ -217,6 +241,14 @@ mod tests {
                 "recipient_unavailable",
             ),
             (ApiError::AlreadyRegistered("x".into()), 409, "already_registered"),
+            (
+                ApiError::InvalidTransition { message: "x".into(), directive: Box::new(json!({})) },
+                409,
+                "invalid_transition",
+            ),
+            (ApiError::AlreadyClaimed { claimed_by: "m1".into() }, 409, "already_claimed"),
+            (ApiError::IdempotencyConflict { directive_id: Uuid::nil() }, 409, "idempotency_conflict"),
+            (ApiError::UnknownGroup("@g".into()), 404, "unknown_group"),
             (ApiError::PayloadTooLarge("x".into()), 413, "payload_too_large"),
             (ApiError::rate_limited("x", Duration::from_millis(1)), 429, "rate_limited"),
             (ApiError::Unavailable("x".into()), 503, "unavailable"),

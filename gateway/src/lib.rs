@@ -55,7 +55,10 @@ mod close;
 mod commands;
 mod config;
 mod delivery;
+mod directives;
 pub mod error;
+mod fanout;
+mod groups;
 mod listener;
 pub mod metrics;
 pub mod openapi;
@@ -66,6 +69,7 @@ mod removal;
 mod send;
 mod sessions;
 mod state;
+mod waits;
 pub mod wire;
 
 // The public paths the binary uses, kept where they were before `api/` existed.

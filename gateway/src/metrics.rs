@@ -33,6 +33,31 @@ pub fn acks_pending(delta: f64) {
     metrics::gauge!(WS_ACKS_PENDING).increment(delta);
 }
 
+pub const DIRECTIVES_CREATED_TOTAL: &str = "signalbus_directives_created_total";
+pub const DIRECTIVES_FINISHED_TOTAL: &str = "signalbus_directives_finished_total";
+pub const DIRECTIVE_DURATION_SECONDS: &str = "signalbus_directive_duration_seconds";
+pub const FANOUTS_TOTAL: &str = "signalbus_fanouts_total";
+
+/// The outcomes a directive ends with (CONTRACT §14's terminal states).
+pub const DIRECTIVE_OUTCOMES: [&str; 5] = ["completed", "failed", "rejected", "canceled", "expired"];
+
+pub fn directive_created(directive_type: &str) {
+    let label = bus::metrics::directive_type_label(directive_type);
+    metrics::counter!(DIRECTIVES_CREATED_TOTAL, "directive_type" => label).increment(1);
+}
+
+/// A directive ended as `outcome` (the sweeper records `expired` in the same series).
+pub fn directive_finished(directive_type: &str, outcome: &str, seconds: f64) {
+    let label = bus::metrics::directive_type_label(directive_type);
+    let outcome = DIRECTIVE_OUTCOMES.into_iter().find(|o| *o == outcome).unwrap_or("failed");
+    metrics::counter!(DIRECTIVES_FINISHED_TOTAL, "directive_type" => label.clone(), "outcome" => outcome).increment(1);
+    metrics::histogram!(DIRECTIVE_DURATION_SECONDS, "directive_type" => label, "outcome" => outcome).record(seconds);
+}
+
+pub fn fanout(types: &TypeTable, signal_type: &str) {
+    metrics::counter!(FANOUTS_TOTAL, "signal_type" => types.metric_label(signal_type).to_string()).increment(1);
+}
+
 /// Open HTTP connections of this process, WebSocket sessions included (beyond CONTRACT §11).
 pub const CONNECTIONS: &str = "signalbus_connections";
 /// Connections refused (503, closed) because `max_connections` were open.
@@ -153,6 +178,17 @@ pub fn init(types: &TypeTable) {
     describe_counter!(SENDS_RATE_LIMITED_TOTAL, "Sends refused by the per-identity send quota.");
     describe_counter!(FACTS_RATE_LIMITED_TOTAL, "Plugin facts refused by the per-identity fact quota.");
     describe_gauge!(WS_ACKS_PENDING, "Ack ids received over WebSockets and not yet recorded.");
+    describe_counter!(
+        DIRECTIVES_CREATED_TOTAL,
+        "Directives created, by type (types beyond the first 100 seen are other)."
+    );
+    describe_counter!(DIRECTIVES_FINISHED_TOTAL, "Directives ended, by type and outcome.");
+    describe_histogram!(
+        DIRECTIVE_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time from a directive's creation to its end, by type and outcome."
+    );
+    describe_counter!(FANOUTS_TOTAL, "Sends to a group (each member's signal also counts as a send), by signal type.");
     init_listener();
 
     use bus::catalog::DeliveryClass::{Async, Sync};
@@ -206,6 +242,15 @@ pub fn init(types: &TypeTable) {
         metrics::counter!(counter).increment(0);
     }
     metrics::gauge!(WS_ACKS_PENDING).increment(0.0);
+    // Directive types are not known up front: `other` stands for them until the first is seen.
+    metrics::counter!(DIRECTIVES_CREATED_TOTAL, "directive_type" => "other").increment(0);
+    for outcome in DIRECTIVE_OUTCOMES {
+        metrics::counter!(DIRECTIVES_FINISHED_TOTAL, "directive_type" => "other", "outcome" => outcome).increment(0);
+        let _ = metrics::histogram!(DIRECTIVE_DURATION_SECONDS, "directive_type" => "other", "outcome" => outcome);
+    }
+    for t in type_labels(types) {
+        metrics::counter!(FANOUTS_TOTAL, "signal_type" => t).increment(0);
+    }
 }
 
 /// Describes and registers at zero the listener's series: every role serves HTTP through it

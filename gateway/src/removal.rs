@@ -1,5 +1,5 @@
 //! Removing an agent (CONTRACT §8 `DELETE /v1/agents/{identity}`): record `agent.removed`, stop
-//! its token at once, close its sessions (1008), and expire what was still pending for it.
+//! its token at once, close its sessions (1008), expire what was still pending for it, and take it out of its groups.
 //!
 //! Deliberately deletes nothing: the removal is an event, every expiry is an ordinary
 //! `signal.expired` decided by `bus::signal` under the per-signal compare-and-set
@@ -58,6 +58,11 @@ pub async fn remove(gw: &Gateway, tenant: &str, identity: &str) -> Result<Remove
     }
     let signals_expired = expire_pending(gw, tenant, identity).await?;
     tracing::info!(tenant, identity, signals_expired, "pending signals of a removed agent expired");
+    // A removed agent leaves every group (CONTRACT §15), announced as `signalbus`.
+    match crate::groups::leave_all(gw, tenant, identity).await {
+        Ok(left) => tracing::info!(tenant, identity, groups_left = left, "removed agent left its groups"),
+        Err(e) => tracing::warn!(tenant, identity, error = %e, "removed agent not taken out of every group"),
+    }
     Ok(Removed { removed_at: now, signals_expired })
 }
 

@@ -108,7 +108,7 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
 /// socket is stuck): it ends here, expired as undeliverable, and the sender hears
 /// `recipient_unavailable` — unless a delivery got onto the stream first, which the
 /// compare-and-set reveals and the answer then reports.
-async fn give_up_sync(gw: &Gateway, tenant: &str, sent: &SignalSent) -> Result<Value, ApiError> {
+pub(crate) async fn give_up_sync(gw: &Gateway, tenant: &str, sent: &SignalSent) -> Result<Value, ApiError> {
     let cfg = gw.config();
     let now = Utc::now();
     let outcome = gw.store().execute(tenant, sent.signal_id, &SignalCommand::Abandon, GATEWAY_ACTOR, now).await;
@@ -147,7 +147,7 @@ async fn give_up_sync(gw: &Gateway, tenant: &str, sent: &SignalSent) -> Result<V
 }
 
 /// The answer to a repeated dedupe key: the original signal with its current state.
-async fn repeat(
+pub(crate) async fn repeat(
     gw: &Gateway,
     tenant: &str,
     signal_id: Uuid,
@@ -170,7 +170,11 @@ async fn repeat(
 }
 
 /// The recipient state a bounce recorded.
-async fn bounce_state(gw: &Gateway, tenant: &str, signal_id: Uuid) -> Result<bus::event::RecipientState, ApiError> {
+pub(crate) async fn bounce_state(
+    gw: &Gateway,
+    tenant: &str,
+    signal_id: Uuid,
+) -> Result<bus::event::RecipientState, ApiError> {
     let subject = gw.log().subjects().of(tenant, bus::event::Entity::Signal(signal_id));
     let stored = gw.log().read_subject(&subject).await?;
     stored

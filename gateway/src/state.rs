@@ -29,6 +29,7 @@ use crate::sessions::heartbeats::Heartbeats;
 use crate::sessions::hub::Hub;
 use crate::sessions::lifecycle::Lifecycle;
 use crate::sessions::presence::Presence;
+use crate::waits::Waits;
 
 #[derive(Debug)]
 struct Inner {
@@ -55,6 +56,8 @@ struct Inner {
     backpressure: Arc<Backpressure>,
     /// Built once: the hot path (a push per `signal.sent`) clones an `Arc`, not seven.
     deliverer: Arc<Deliverer>,
+    /// Callers of `GET /v1/directives/{id}?wait=S`, woken by the tail when a directive ends.
+    directive_ends: Arc<Waits<uuid::Uuid>>,
     lifecycle: Lifecycle,
 }
 
@@ -116,6 +119,7 @@ impl Gateway {
             confirmations: Default::default(),
             backpressure: Default::default(),
             deliverer,
+            directive_ends: Arc::default(),
             lifecycle,
         };
         (Gateway { inner: Arc::new(inner) }, applied_tx)
@@ -172,6 +176,10 @@ impl Gateway {
     pub(crate) fn tasks(&self) -> &TaskTracker {
         &self.inner.tasks
     }
+    pub(crate) fn directive_ends(&self) -> &Arc<Waits<uuid::Uuid>> {
+        &self.inner.directive_ends
+    }
+
     pub(crate) fn deliverer(&self) -> &Arc<Deliverer> {
         &self.inner.deliverer
     }

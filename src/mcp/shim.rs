@@ -112,6 +112,25 @@ impl Shim {
             Call::PluginState { plugin } => {
                 self.http(Method::GET, &format!("/v1/plugins/{}/state", segment(plugin)), None).await.1
             }
+            Call::RecallMany { body, .. } => {
+                self.http(Method::POST, "/v1/signals/recall", Some(Value::Object(body.clone()))).await.1
+            }
+            Call::CreateDirective { body, .. } => {
+                self.http(Method::POST, "/v1/directives", Some(Value::Object(body.clone()))).await.1
+            }
+            Call::GetDirective { directive_id, wait_seconds } => {
+                let path = format!("/v1/directives/{}?wait={wait_seconds}", segment(directive_id));
+                self.http(Method::GET, &path, None).await.1
+            }
+            Call::ListDirectives { query } => {
+                let q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={}", segment(v))).collect();
+                self.http(Method::GET, &format!("/v1/directives?{}", q.join("&")), None).await.1
+            }
+            Call::UpdateDirective { directive_id, name, body, .. } => {
+                let path = format!("/v1/directives/{}/{name}", segment(directive_id));
+                self.http(Method::POST, &path, Some(Value::Object(body.clone()))).await.1
+            }
+            Call::ListGroups => self.http(Method::GET, "/v1/groups", None).await.1,
         }
     }
 

@@ -25,6 +25,7 @@ use crate::delivery::confirm::Confirmations;
 use crate::delivery::Deliverer;
 use crate::sessions::hub::Hub;
 use crate::sessions::presence::Presence;
+use crate::waits::Waits;
 
 /// What the tail writes to: the tables it keeps current, and where a `signal.sent` goes.
 pub struct Tail {
@@ -34,6 +35,8 @@ pub struct Tail {
     pub hub: Arc<Hub>,
     pub deliverer: Arc<Deliverer>,
     pub confirmations: Arc<Confirmations>,
+    /// Woken when a directive ends (callers waiting on it).
+    pub directive_ends: Arc<Waits<uuid::Uuid>>,
     pub announce: Announce,
     pub shutdown: CancellationToken,
 }
@@ -115,7 +118,23 @@ impl Tail {
             }
             EventBody::SignalDelivered(d) => self.confirmations.delivered(d.signal_id),
             EventBody::SessionClosed(c) => self.deliverer.on_closed(&event.tenant, &c.identity, stored.seq),
-            _ => {}
+            body => {
+                if let Some(id) = body.directive_id().filter(|_| ends_a_directive(body)) {
+                    self.directive_ends.wake(&id);
+                }
+            }
         }
+    }
+}
+
+/// Whether `body` ends a directive (a decline only when it rejects it).
+fn ends_a_directive(body: &EventBody) -> bool {
+    match body {
+        EventBody::DirectiveDeclined(d) => d.rejects,
+        EventBody::DirectiveCompleted(_)
+        | EventBody::DirectiveFailed(_)
+        | EventBody::DirectiveCanceled(_)
+        | EventBody::DirectiveExpired(_) => true,
+        _ => false,
     }
 }

@@ -6,6 +6,7 @@
 //! Deliberately one table (`OPERATIONS`) of who may call what and which error statuses it
 //! answers, so adding an endpoint without documenting its errors fails `every_route_is_listed`.
 
+pub mod directive_schemas;
 pub mod frames;
 pub mod rules;
 pub mod schemas;
@@ -17,7 +18,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
-use crate::api::http::{admin, agents, inbox, ops, piggyback_sessions, plugins, signals};
+use crate::api::http::{admin, agents, directives, groups, inbox, ops, piggyback_sessions, plugins, signals};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -34,6 +35,19 @@ use crate::api::http::{admin, agents, inbox, ops, piggyback_sessions, plugins, s
         signals::list,
         signals::show,
         signals::recall,
+        groups::recall_many,
+        directives::create,
+        directives::list,
+        directives::show,
+        directives::act,
+        groups::upsert,
+        groups::delete,
+        groups::add_member,
+        groups::remove_member,
+        groups::join,
+        groups::leave,
+        groups::list,
+        groups::show,
         inbox::inbox,
         inbox::ack,
         piggyback_sessions::open,
@@ -46,7 +60,12 @@ use crate::api::http::{admin, agents, inbox, ops, piggyback_sessions, plugins, s
         ops::healthz,
         ops::readyz,
     ),
-    components(schemas(schemas::ErrorBody, frames::ClientFrame, frames::ServerFrame,))
+    components(schemas(
+        schemas::ErrorBody,
+        frames::ClientFrame,
+        frames::ServerFrame,
+        directive_schemas::FanoutAccepted,
+    ))
 )]
 struct ApiDoc;
 
@@ -70,6 +89,19 @@ const OPERATIONS: &[(&str, &str, Who, &[u16])] = &[
     ("get", "/v1/signals", Who::Agent, &[400, 401, 403, 404, 500, 503]),
     ("get", "/v1/signals/{id}", Who::Agent, &[400, 401, 403, 404, 500, 503]),
     ("post", "/v1/signals/{id}/recall", Who::Agent, &[400, 401, 403, 404, 500, 503]),
+    ("post", "/v1/signals/recall", Who::Agent, &[400, 401, 403, 404, 413, 500, 503]),
+    ("post", "/v1/directives", Who::Agent, &[400, 401, 403, 404, 409, 413, 429, 500, 503]),
+    ("get", "/v1/directives", Who::Agent, &[400, 401, 403, 404, 500, 503]),
+    ("get", "/v1/directives/{id}", Who::Agent, &[400, 401, 403, 404, 500, 503]),
+    ("post", "/v1/directives/{id}/{action}", Who::Agent, &[400, 401, 403, 404, 409, 413, 500, 503]),
+    ("put", "/v1/groups/{name}", Who::Admin, &[400, 401, 403, 404, 413, 500, 503]),
+    ("delete", "/v1/groups/{name}", Who::Admin, &[400, 401, 403, 404, 500, 503]),
+    ("put", "/v1/groups/{name}/members/{identity}", Who::Admin, &[400, 401, 403, 404, 500, 503]),
+    ("delete", "/v1/groups/{name}/members/{identity}", Who::Admin, &[400, 401, 403, 404, 500, 503]),
+    ("post", "/v1/groups/{name}/join", Who::Agent, &[400, 401, 403, 404, 500, 503]),
+    ("post", "/v1/groups/{name}/leave", Who::Agent, &[400, 401, 403, 404, 500, 503]),
+    ("get", "/v1/groups", Who::Authed, &[400, 401, 403, 404, 500, 503]),
+    ("get", "/v1/groups/{name}", Who::Authed, &[400, 401, 403, 404, 500, 503]),
     ("get", "/v1/inbox", Who::Agent, &[400, 401, 403, 404, 500, 503]),
     ("post", "/v1/inbox/ack", Who::Agent, &[400, 401, 403, 404, 413, 500, 503]),
     ("post", "/v1/sessions", Who::Agent, &[400, 401, 403, 404, 413, 500, 503]),
@@ -88,8 +120,8 @@ fn reason(status: u16) -> &'static str {
         400 => "invalid_request: a malformed body, parameter or header (the message names it)",
         401 => "unauthorized: missing or unknown bearer token",
         403 => "forbidden: the token may not do this (agent vs admin, tenant, plugin ownership)",
-        404 => "not_found / unknown_recipient: no such resource, or the X-Signalbus-Session is not an open piggyback session of the caller",
-        409 => "recipient_unavailable (a bounced sync send) / already_registered",
+        404 => "not_found / unknown_recipient / unknown_group: no such resource, or the X-Signalbus-Session is not an open piggyback session of the caller",
+        409 => "recipient_unavailable (a bounced sync send) / already_registered / invalid_transition (with the directive) / already_claimed / idempotency_conflict (with the directive_id)",
         413 => "payload_too_large",
         429 => "rate_limited: the sender is over its per-identity send quota; nothing was recorded; Retry-After says when to retry",
         500 => "internal",
@@ -116,24 +148,36 @@ fn error_response(status: u16) -> Value {
 fn declare_rules(doc: &mut Value) {
     for item in doc["paths"].as_object_mut().expect("utoipa writes paths").values_mut() {
         for op in item.as_object_mut().into_iter().flat_map(|o| o.values_mut()) {
+            let directives = op["tags"].as_array().is_some_and(|t| t.iter().any(|t| t == "directives"));
             for p in op.get_mut("parameters").and_then(Value::as_array_mut).into_iter().flatten() {
-                if let Some(schema) = p["name"].as_str().and_then(rules::param) {
+                let name = p["name"].as_str().unwrap_or_default();
+                let schema = if directives { rules::directive_param(name) } else { None };
+                if let Some(schema) = schema.or_else(|| rules::param(name)) {
                     p["schema"] = schema;
                 }
             }
         }
     }
+    // A send goes to an identity or fans out to a group, and answers accordingly.
+    doc["paths"]["/v1/signals"]["post"]["responses"]["200"]["content"]["application/json"]["schema"] = json!({"oneOf": [
+        {"$ref": "#/components/schemas/SendAccepted"}, {"$ref": "#/components/schemas/FanoutAccepted"}]});
     let schemas = &mut doc["components"]["schemas"];
     schemas["NulFreeJson"] = rules::nul_free_json();
     let text =
         |max: u64| json!({"type": ["string", "null"], "minLength": 1, "maxLength": max, "pattern": rules::NO_NUL});
     let send = &mut schemas["SendRequestBody"]["properties"];
-    send["to"] = json!({"type": "string", "pattern": rules::IDENTITY});
+    send["to"] = json!({"type": "string", "description": "an identity, or @group (a fan-out, CONTRACT §15)",
+        "anyOf": [{"pattern": rules::IDENTITY}, {"pattern": rules::GROUP}]});
     send["correlation_id"] = text(64);
     send["correlation_id"]["minLength"] = json!(0);
     send["dedupe_key"] = text(200);
     send["payload"] = json!({"$ref": "#/components/schemas/NulFreeJson",
         "description": "any JSON, at most 64 KiB encoded; default `{}`"});
+    let create = &mut schemas["DirectiveCreateBody"]["properties"];
+    create["to"] = json!({"type": "string", "anyOf": [{"pattern": rules::IDENTITY}, {"pattern": rules::GROUP}]});
+    create["idempotency_key"]["pattern"] = json!(rules::NO_NUL);
+    create["params"] = json!({"type": ["object", "null"], "propertyNames": {"pattern": rules::NO_NUL},
+        "additionalProperties": {"$ref": "#/components/schemas/NulFreeJson"}, "description": "a JSON object of at most 64 KiB encoded"});
     let register = &mut schemas["RegisterRequest"]["properties"];
     register["identity"] = json!({"type": "string", "pattern": rules::IDENTITY,
         "not": {"pattern": "^[sS][iI][gG][nN][aA][lL][bB][uU][sS]$"},

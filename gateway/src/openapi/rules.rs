@@ -31,7 +31,26 @@ pub fn param(name: &str) -> Option<Value> {
         "status" => json!({"type": "string", "enum": ["pending", "delivered", "expired", "recalled"]}),
         "kind" => json!({"type": "string", "enum": ["daemon", "shim", "interactive"]}),
         "drain" => json!({"type": "boolean"}),
-        "cursor" => json!({"type": "string", "pattern": crate::api::http::signals::CURSOR_PATTERN}),
+        "name" => json!({"type": "string", "pattern": "^@?[a-z0-9][a-z0-9_.-]{0,62}$"}),
+        "cursor" => json!({"type": "string", "pattern": crate::wire::cursor::PATTERN}),
+        _ => return None,
+    })
+}
+
+/// A group name with its `@` (CONTRACT §15).
+pub const GROUP: &str = "^@[a-z0-9][a-z0-9_.-]{0,62}$";
+
+/// The schema of a parameter of a directive operation, where it differs from `param`'s.
+pub fn directive_param(name: &str) -> Option<Value> {
+    Some(match name {
+        "role" => json!({"type": "string", "enum": ["issued", "assigned"]}),
+        "status" => {
+            json!({"type": "string", "enum": ["open", "requested", "started", "completed", "failed", "rejected", "canceled", "expired"]})
+        }
+        "type" => json!({"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_.]{0,63}$"}),
+        "before" => json!({"type": "string", "pattern": crate::wire::cursor::PATTERN}),
+        "action" => json!({"type": "string", "enum": crate::wire::directives::ACTIONS}),
+        "wait" => json!({"type": "integer", "minimum": 0, "maximum": 60}),
         _ => return None,
     })
 }

@@ -81,6 +81,10 @@ pub enum ErrorCode {
     UnknownRecipient,
     RecipientUnavailable,
     AlreadyRegistered,
+    InvalidTransition,
+    AlreadyClaimed,
+    IdempotencyConflict,
+    UnknownGroup,
     PayloadTooLarge,
     RateLimited,
     Unavailable,
@@ -98,6 +102,12 @@ pub struct ErrorObject {
     /// `rate_limited`: milliseconds until the quota has room again (HTTP also sends `Retry-After`).
     #[schema(minimum = 1)]
     pub retry_after_ms: Option<u64>,
+    /// `invalid_transition`: the directive as it is now.
+    pub directive: Option<Value>,
+    /// `already_claimed`: the member holding the claim.
+    pub claimed_by: Option<String>,
+    /// `idempotency_conflict`: the directive the key already names.
+    pub directive_id: Option<Uuid>,
 }
 
 /// Every error answer: `{"error": {...}}`.

@@ -7,10 +7,15 @@
 
 mod requests;
 
+pub mod cursor;
+pub mod directives;
+
 pub mod outbound;
 
 pub use outbound::Outbound;
-pub use requests::{canonical_uuid, check_depth, parse_ack_ids, parse_send, MAX_ACK_IDS, MAX_JSON_DEPTH};
+pub use requests::{
+    canonical_uuid, check_depth, parse_ack_ids, parse_recall_many, parse_send, RecallMany, MAX_ACK_IDS, MAX_JSON_DEPTH,
+};
 
 use std::borrow::Cow;
 

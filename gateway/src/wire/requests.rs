@@ -95,6 +95,33 @@ pub fn parse_send(map: &Map<String, Value>) -> Result<SendRequest, ApiError> {
     })
 }
 
+/// What a bulk recall names (CONTRACT §15): the caller's signals of one fan-out, or of one
+/// conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecallMany {
+    Fanout(Uuid),
+    Correlation(String),
+}
+
+/// Reads a bulk recall's arguments: exactly one of `fanout_id` (a uuid) and `correlation_id`.
+pub fn parse_recall_many(map: &Map<String, Value>) -> Result<RecallMany, ApiError> {
+    if let Some(k) = map.keys().find(|k| !matches!(k.as_str(), "fanout_id" | "correlation_id")) {
+        return Err(ApiError::invalid(format!(
+            "unknown field {:?} (a bulk recall takes fanout_id or correlation_id)",
+            truncate(k, 64)
+        )));
+    }
+    match (map.get("fanout_id"), map.get("correlation_id")) {
+        (Some(Value::String(id)), None) => {
+            canonical_uuid(id).map(RecallMany::Fanout).ok_or_else(|| ApiError::invalid("fanout_id must be a uuid"))
+        }
+        (None, Some(Value::String(c))) if !c.is_empty() => Ok(RecallMany::Correlation(c.clone())),
+        (Some(_), Some(_)) => Err(ApiError::invalid("give fanout_id or correlation_id, not both")),
+        (None, None) => Err(ApiError::invalid("fanout_id or correlation_id is required")),
+        _ => Err(ApiError::invalid("fanout_id must be a uuid and correlation_id a non-empty string")),
+    }
+}
+
 /// Most signal ids one ack (frame, HTTP body or MCP call) may carry.
 pub const MAX_ACK_IDS: usize = 1000;
 

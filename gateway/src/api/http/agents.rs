@@ -22,7 +22,7 @@ use crate::registration;
 use crate::state::Gateway;
 use crate::wire::ts;
 
-fn tenant_or_default(gw: &Gateway, tenant: Option<&str>) -> Result<String, ApiError> {
+pub(crate) fn tenant_or_default(gw: &Gateway, tenant: Option<&str>) -> Result<String, ApiError> {
     let tenant = tenant.unwrap_or(&gw.config().tenant_default).to_string();
     validate_tenant(&tenant)?;
     Ok(tenant)

@@ -6,7 +6,9 @@
 
 pub(crate) mod admin;
 pub(crate) mod agents;
+pub(crate) mod directives;
 pub(crate) mod extract;
+pub(crate) mod groups;
 pub(crate) mod inbox;
 pub(crate) mod ops;
 pub(crate) mod piggyback_sessions;
@@ -14,7 +16,7 @@ pub(crate) mod plugins;
 pub(crate) mod signals;
 
 use axum::http::Method;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 
 use crate::error::ApiError;
@@ -27,8 +29,17 @@ pub fn api_routes() -> Router<Gateway> {
         .route("/v1/agents/{identity}", delete(agents::remove))
         .route("/v1/agents/{identity}/token", post(agents::rotate))
         .route("/v1/signals", post(signals::send).get(signals::list))
+        .route("/v1/signals/recall", post(groups::recall_many))
         .route("/v1/signals/{id}", get(signals::show))
         .route("/v1/signals/{id}/recall", post(signals::recall))
+        .route("/v1/directives", post(directives::create).get(directives::list))
+        .route("/v1/directives/{id}", get(directives::show))
+        .route("/v1/directives/{id}/{action}", post(directives::act))
+        .route("/v1/groups", get(groups::list))
+        .route("/v1/groups/{name}", put(groups::upsert).delete(groups::delete).get(groups::show))
+        .route("/v1/groups/{name}/members/{identity}", put(groups::add_member).delete(groups::remove_member))
+        .route("/v1/groups/{name}/join", post(groups::join))
+        .route("/v1/groups/{name}/leave", post(groups::leave))
         .route("/v1/inbox", get(inbox::inbox))
         .route("/v1/inbox/ack", post(inbox::ack))
         .route("/v1/sessions", post(piggyback_sessions::open))

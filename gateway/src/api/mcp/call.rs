@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::wire;
+use crate::wire::directives::{parse_action, parse_create, Action, CreateRequest};
 
 /// One tool call, its arguments checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,7 +46,37 @@ pub enum Call {
     PluginState {
         plugin: String,
     },
+    /// `recall_signal` by `fanout_id` or `correlation_id`; `body` is the HTTP body.
+    RecallMany {
+        what: wire::RecallMany,
+        body: Map<String, Value>,
+    },
+    /// `create_directive`: the parsed create, and the arguments as given (the HTTP body).
+    CreateDirective {
+        request: CreateRequest,
+        body: Map<String, Value>,
+    },
+    /// `get_directive`: any text; one that is not a uuid is `not_found`.
+    GetDirective {
+        directive_id: String,
+        wait_seconds: u64,
+    },
+    /// `list_directives`: the query, as the HTTP query parameters.
+    ListDirectives {
+        query: Vec<(String, String)>,
+    },
+    /// `update_directive`: the action's name and parsed body, and the body as given.
+    UpdateDirective {
+        directive_id: String,
+        name: String,
+        action: Action,
+        body: Map<String, Value>,
+    },
+    ListGroups,
 }
+
+/// Longest `wait_seconds` of `get_directive` (under the clients' usual 60 s request timeout).
+pub const MAX_TOOL_WAIT_SECONDS: u64 = 50;
 
 /// Reads the call of tool `name`; `None` when there is no such tool.
 pub fn parse(name: &str, args: Option<&Map<String, Value>>) -> Option<Result<Call, ApiError>> {
@@ -53,9 +84,56 @@ pub fn parse(name: &str, args: Option<&Map<String, Value>>) -> Option<Result<Cal
     let args = args.unwrap_or(&empty);
     let call = match name {
         "send_signal" => wire::parse_send(args).map(|request| Call::Send { request, body: args.clone() }),
+        "recall_signal"
+            if !args.contains_key("fanout_id")
+                && !args.contains_key("correlation_id")
+                && !args.contains_key("signal_id") =>
+        {
+            Err(ApiError::invalid("signal_id is required (or fanout_id or correlation_id, to recall many)"))
+        }
+        "recall_signal" if !args.contains_key("signal_id") => {
+            wire::parse_recall_many(args).map(|what| Call::RecallMany { what, body: args.clone() })
+        }
         "recall_signal" => only(args, &["signal_id"])
             .and_then(|()| required_str(args, "signal_id"))
             .map(|signal_id| Call::Recall { signal_id }),
+        "create_directive" => parse_create(args).map(|request| Call::CreateDirective { request, body: args.clone() }),
+        "get_directive" => only(args, &["directive_id", "wait_seconds"]).and_then(|()| {
+            let wait_seconds = match args.get("wait_seconds") {
+                None | Some(Value::Null) => 0,
+                Some(v) => v.as_u64().filter(|s| *s <= MAX_TOOL_WAIT_SECONDS).ok_or_else(|| {
+                    ApiError::invalid(format!("wait_seconds must be a whole number from 0 to {MAX_TOOL_WAIT_SECONDS}"))
+                })?,
+            };
+            Ok(Call::GetDirective { directive_id: required_str(args, "directive_id")?, wait_seconds })
+        }),
+        "list_directives" => only(args, &["role", "status", "type", "limit", "before"]).and_then(|()| {
+            let query = args
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| match v {
+                    Value::String(s) => Ok((k.clone(), s.clone())),
+                    Value::Number(n) if k == "limit" => Ok((k.clone(), n.to_string())),
+                    _ => Err(ApiError::invalid(format!(
+                        "{k} must be a {}",
+                        if k == "limit" { "number" } else { "string" }
+                    ))),
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(Call::ListDirectives { query })
+        }),
+        "update_directive" => {
+            let directive_id = required_str(args, "directive_id");
+            let name = required_str(args, "action");
+            directive_id.and_then(|directive_id| {
+                let name = name?;
+                let action = parse_action(&name, args, &["directive_id", "action"])?;
+                let body = args.iter().filter(|(k, _)| !matches!(k.as_str(), "directive_id" | "action"));
+                let body = body.map(|(k, v)| (k.clone(), v.clone())).collect();
+                Ok(Call::UpdateDirective { directive_id, name, action, body })
+            })
+        }
+        "list_groups" => only(args, &[]).map(|()| Call::ListGroups),
         "check_inbox" => only(args, &["drain", "limit"]).and_then(|()| inbox(args)),
         "ack_signals" => wire::parse_ack_ids(args).map(|signal_ids| Call::Ack { signal_ids }),
         "get_signal" => only(args, &["signal_id"])
@@ -145,7 +223,24 @@ mod tests {
         assert_eq!(call("send_signal", json!({"type": "X"})).unwrap_err(), "to is required");
         assert_eq!(call("send_signal", json!({"to": "b", "type": 7})).unwrap_err(), "type must be a string");
         assert!(call("send_signal", json!({"to": "b", "type": "X", "from": "eve"})).unwrap_err().starts_with("from"));
-        assert_eq!(call("recall_signal", json!({})).unwrap_err(), "signal_id is required");
+        assert!(call("recall_signal", json!({})).unwrap_err().starts_with("signal_id is required"));
+        assert!(matches!(call("recall_signal", json!({"correlation_id": "c"})).unwrap(), Call::RecallMany { .. }));
+        assert!(call("recall_signal", json!({"fanout_id": "x"})).unwrap_err().contains("fanout_id must be a uuid"));
+        assert!(call("create_directive", json!({"to": "b", "type": "a.b"})).unwrap_err().contains("idempotency_key"));
+        assert!(call("get_directive", json!({"directive_id": "d", "wait_seconds": 51}))
+            .unwrap_err()
+            .contains("0 to 50"));
+        assert!(call("update_directive", json!({"directive_id": "d", "action": "dance"}))
+            .unwrap_err()
+            .contains("unknown action"));
+        assert!(call("update_directive", json!({"directive_id": "d", "action": "progress", "percent": "x"})).is_err());
+        assert!(matches!(
+            call("update_directive", json!({"directive_id": "d", "action": "complete", "result": {"ok": true}}))
+                .unwrap(),
+            Call::UpdateDirective { action: Action::Complete { .. }, .. }
+        ));
+        assert!(call("list_directives", json!({"limit": 5, "role": "issued"})).is_ok());
+        assert_eq!(call("list_groups", json!({})).unwrap(), Call::ListGroups);
         assert_eq!(call("get_signal", json!({"signal_id": 1})).unwrap_err(), "signal_id must be a string");
         assert_eq!(call("check_inbox", json!({"drain": "yes"})).unwrap_err(), "drain must be true or false");
         assert!(call("check_inbox", json!({"limit": 0})).unwrap_err().starts_with("limit must be"));

@@ -1,4 +1,4 @@
-//! What an MCP client is shown: the eight tools of CONTRACT §12 with input schemas whose
+//! What an MCP client is shown: the tools of CONTRACT §12 (and §14/§15's, from `team_tools`) with input schemas whose
 //! descriptions are written for the model that reads them, the server's instructions, and the
 //! announcement of a pending signal. `/mcp` and the stdio shim (`signalbus mcp`) list exactly
 //! these, so an agent sees the same bus through either.
@@ -10,8 +10,10 @@ use std::sync::Arc;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
 
+use super::team_tools;
+
 /// The tool names, fixed by CONTRACT §12.
-pub const TOOL_NAMES: [&str; 8] = [
+pub const TOOL_NAMES: [&str; 13] = [
     "send_signal",
     "recall_signal",
     "check_inbox",
@@ -20,6 +22,11 @@ pub const TOOL_NAMES: [&str; 8] = [
     "list_agents",
     "record_fact",
     "plugin_state",
+    "create_directive",
+    "get_directive",
+    "list_directives",
+    "update_directive",
+    "list_groups",
 ];
 
 /// The `logger` of the notification that announces a pending signal.
@@ -38,7 +45,7 @@ the first send's answer instead of a duplicate.";
 
 const SIGNAL_ID: &str = "The signal_id a send answered (a uuid).";
 
-fn schema(properties: Value, required: &[&str]) -> Arc<JsonObject> {
+pub(super) fn schema(properties: Value, required: &[&str]) -> Arc<JsonObject> {
     let v = json!({
         "type": "object",
         "properties": properties,
@@ -66,8 +73,8 @@ field), payload_too_large (payload over 64 KiB), rate_limited (wait retry_after_
 dedupe_key: you get the original signal's answer, never a duplicate. Blocker and Question default \
 to sync; other types to async.";
     let properties = json!({
-        "to": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
-               "description": "The recipient's identity, as list_agents shows it."},
+        "to": {"type": "string", "pattern": "^@?[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
+               "description": "The recipient's identity, as list_agents shows it; or a group as @name (list_groups): one signal to each member but you, and the answer has one entry per member."},
         "type": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_.]{0,63}$",
                  "description": "What kind of signal: Blocker, Question, ReviewRequested, TaskAssigned, TaskCompleted, StatusUpdate, Acknowledgment, or your own name. It sets the defaults (class, time to live, priority)."},
         "payload": {"description": "Any JSON (default {}), at most 64 KiB encoded: the content the recipient reads. Values under keys like password, token or api_key are replaced by \"[REDACTED]\" before anything is stored."},
@@ -89,9 +96,15 @@ fn recall_signal() -> Tool {
     let description = "Take back a signal you sent, if it has not reached its recipient yet (like \
 recalling an email). Outcomes: recalled (the recipient will never see it), already_delivered (too \
 late: send a follow-up instead), already_expired (its time to live ran out first), not_found (no \
-signal of yours has that id). Recalling twice answers recalled again.";
-    let properties = json!({ "signal_id": {"type": "string", "format": "uuid", "description": SIGNAL_ID} });
-    Tool::new("recall_signal", description, schema(properties, &["signal_id"]))
+signal of yours has that id). Recalling twice answers recalled again. Give signal_id for one \
+signal; or fanout_id (what a send to a group answered) or correlation_id to recall every signal \
+of yours in that fan-out or conversation at once, with one outcome per signal.";
+    let properties = json!({
+        "signal_id": {"type": "string", "format": "uuid", "description": SIGNAL_ID},
+        "fanout_id": {"type": "string", "format": "uuid", "description": "Instead of signal_id: the fanout_id of a send to a group."},
+        "correlation_id": {"type": "string", "description": "Instead of signal_id: recall every pending signal you sent with this correlation_id."},
+    });
+    Tool::new("recall_signal", description, schema(properties, &[]))
         .with_title("Recall a signal")
         .with_annotations(annotations(false, true, true))
 }
@@ -169,7 +182,7 @@ and time ({} and seq 0 when it has no facts). Any agent of the tenant may read a
         .with_annotations(annotations(true, true, false))
 }
 
-fn annotations(read_only: bool, idempotent: bool, destructive: bool) -> ToolAnnotations {
+pub(super) fn annotations(read_only: bool, idempotent: bool, destructive: bool) -> ToolAnnotations {
     let mut a = ToolAnnotations::new();
     a.read_only_hint = Some(read_only);
     a.idempotent_hint = Some(idempotent);
@@ -190,6 +203,11 @@ pub fn tools() -> Vec<Tool> {
         list_agents(),
         record_fact(),
         plugin_state(),
+        team_tools::create_directive(),
+        team_tools::get_directive(),
+        team_tools::list_directives(),
+        team_tools::update_directive(),
+        team_tools::list_groups(),
     ]
 }
 

@@ -7,7 +7,7 @@
 //!
 //! # Layout
 //! - `catalog`: the tools (names, schemas, descriptions), the instructions, the announcement;
-//!   shared with the stdio shim of the binary.
+//!   shared with the stdio shim of the binary; `team_tools`: the directive and group tools.
 //! - `call`: tool arguments → `Call`, outcome → tool result (pure; shared with the shim).
 //! - `server`: the rmcp `ServerHandler` running calls against the gateway.
 //! - `bindings`: MCP session ↔ bus session bindings (`McpSessions`, one table per router), the session manager, the sweep, and the
@@ -19,6 +19,7 @@ pub mod call;
 pub mod catalog;
 mod edge;
 pub mod server;
+mod team_tools;
 
 use std::sync::Arc;
 

@@ -26,7 +26,7 @@ use crate::api::mcp::catalog;
 use crate::commands::{self, FactAuthor};
 use crate::error::ApiError;
 use crate::state::Gateway;
-use crate::{reads, send, wire};
+use crate::{directives, fanout, groups, reads, wire};
 
 /// The newest MCP revision served: the last with sessions (`initialize`, `Mcp-Session-Id`).
 /// CONTRACT §12 makes one MCP session one bus session; 2026-07-28 has no sessions, and its
@@ -129,7 +129,7 @@ impl ServerHandler for Server {
 async fn run(gw: &Gateway, b: &Binding, call: Call) -> Result<Value, ApiError> {
     let a = &b.agent;
     match call {
-        Call::Send { request, .. } => send::send(gw, &a.tenant, &a.identity, request).await,
+        Call::Send { request, .. } => fanout::send_any(gw, &a.tenant, &a.identity, request).await,
         Call::Recall { signal_id } => {
             let outcome = commands::recall_id(gw, &a.tenant, &a.identity, &signal_id).await?;
             Ok(json!({ "outcome": outcome.as_str() }))
@@ -155,6 +155,25 @@ async fn run(gw: &Gateway, b: &Binding, call: Call) -> Result<Value, ApiError> {
                 .map(|r| wire::fact_recorded(&r))
         }
         Call::PluginState { plugin } => reads::plugin_state(gw, &a.tenant, &plugin).await,
+        Call::RecallMany { what, .. } => fanout::recall_many(gw, &a.tenant, &a.identity, what).await,
+        Call::CreateDirective { request, .. } => {
+            directives::create(gw, &a.tenant, &a.identity, request).await.map(|c| c.directive)
+        }
+        Call::GetDirective { directive_id, wait_seconds } => {
+            let id = wire::canonical_uuid(&directive_id).ok_or(bus::DomainError::UnknownDirective)?;
+            let wait = Some(std::time::Duration::from_secs(wait_seconds));
+            directives::get(gw, &a.tenant, &a.identity, id, wait).await
+        }
+        Call::ListDirectives { query } => {
+            let q: std::collections::HashMap<String, String> = query.into_iter().collect();
+            let req = directives::ListRequest::from_query(&q)?;
+            directives::list(gw, &a.tenant, &a.identity, req).await
+        }
+        Call::UpdateDirective { directive_id, action, .. } => {
+            let id = wire::canonical_uuid(&directive_id).ok_or(bus::DomainError::UnknownDirective)?;
+            directives::act(gw, &a.tenant, &a.identity, id, action).await
+        }
+        Call::ListGroups => groups::list(gw, &a.tenant).await,
     }
 }
 

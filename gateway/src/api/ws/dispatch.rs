@@ -10,10 +10,11 @@ use chrono::Utc;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::api::ws::frames::{self, ClientFrame, Op};
+use crate::api::ws::frames::{self, ClientFrame, DirectiveOp, Op};
+use crate::error::ApiError;
 use crate::sessions::hub::SessionHandle;
 use crate::state::Gateway;
-use crate::{commands, metrics, send, wire};
+use crate::{commands, directives, fanout, metrics, wire};
 
 /// What a session runs concurrently with reading further frames.
 #[derive(Debug)]
@@ -52,11 +53,13 @@ async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String
     let reference = frame.reference.as_deref();
     let (tenant, identity) = (session.tenant.as_str(), session.identity.as_str());
     let result = match frame.op {
-        Op::Send(req) => send::send(gw, tenant, identity, req).await,
+        Op::Send(req) => fanout::send_any(gw, tenant, identity, req).await,
         Op::Recall(None) => {
             metrics::recall(RecallOutcome::NotFound);
             Ok(json!({ "outcome": RecallOutcome::NotFound.as_str() }))
         }
+        Op::RecallMany(what) => fanout::recall_many(gw, tenant, identity, what).await,
+        Op::Directive(op) => directive(gw, tenant, identity, op).await,
         Op::Recall(Some(id)) => {
             commands::recall(gw, tenant, identity, id).await.map(|o| json!({ "outcome": o.as_str() }))
         }
@@ -75,6 +78,19 @@ async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String
     match result {
         Ok(v) => frames::result_ok(reference, v),
         Err(e) => frames::result_err(reference, &e),
+    }
+}
+
+async fn directive(gw: &Gateway, tenant: &str, identity: &str, op: DirectiveOp) -> Result<serde_json::Value, ApiError> {
+    let unknown = || ApiError::from(bus::DomainError::UnknownDirective);
+    match op {
+        DirectiveOp::Create(req) => directives::create(gw, tenant, identity, req).await.map(|c| c.directive),
+        DirectiveOp::Get { directive_id, wait } => {
+            directives::get(gw, tenant, identity, directive_id.ok_or_else(unknown)?, wait).await
+        }
+        DirectiveOp::Act { directive_id, action } => {
+            directives::act(gw, tenant, identity, directive_id.ok_or_else(unknown)?, action).await
+        }
     }
 }
 

@@ -5,12 +5,15 @@
 //! Deliberately no I/O and no state, so every input can be fuzzed: `step` never panics, and
 //! anything that is not a runnable operation becomes a reply frame right here.
 
+use std::time::Duration;
+
 use bus::send::SendRequest;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::wire;
+use crate::wire::directives::{parse_action, parse_create, Action, CreateRequest};
 
 pub use crate::wire::MAX_ACK_IDS;
 /// Longest `ref` echoed back.
@@ -22,6 +25,10 @@ pub enum Op {
     Send(SendRequest),
     /// `None`: the id is not a uuid, which answers `not_found` like any unknown id.
     Recall(Option<Uuid>),
+    /// `recall` by `fanout_id` or `correlation_id` (CONTRACT §15).
+    RecallMany(wire::RecallMany),
+    /// `directive` (CONTRACT §14).
+    Directive(DirectiveOp),
     Ack(Vec<Uuid>),
     Fact {
         plugin: String,
@@ -29,6 +36,14 @@ pub enum Op {
         state: Value,
     },
     Ping,
+}
+
+/// A `directive` op: `directive_id` is `None` when it is not a uuid (answered `not_found`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DirectiveOp {
+    Create(CreateRequest),
+    Get { directive_id: Option<Uuid>, wait: Option<Duration> },
+    Act { directive_id: Option<Uuid>, action: Action },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +99,10 @@ pub fn decode(text: &str) -> Result<ClientFrame, (Option<String>, ApiError)> {
 fn decode_op(op: &str, map: &Map<String, Value>) -> Result<Op, ApiError> {
     match op {
         "send" => Ok(Op::Send(wire::parse_send(map)?)),
+        "recall" if map.contains_key("fanout_id") || map.contains_key("correlation_id") => {
+            Ok(Op::RecallMany(wire::parse_recall_many(map)?))
+        }
+        "directive" => decode_directive(map).map(Op::Directive),
         "recall" => {
             only(map, &["signal_id"])?;
             match map.get("signal_id") {
@@ -105,11 +124,53 @@ fn decode_op(op: &str, map: &Map<String, Value>) -> Result<Op, ApiError> {
         }
         "ping" => Ok(Op::Ping),
         other => Err(ApiError::invalid(format!(
-            "unknown op {:?}; expected send, recall, ack, fact or ping",
+            "unknown op {:?}; expected send, recall, ack, fact, directive or ping",
             truncate(other, 64)
         ))),
     }
 }
+
+/// A `directive` op: `action` selects create, get or one of the actions; the rest is its body.
+fn decode_directive(map: &Map<String, Value>) -> Result<DirectiveOp, ApiError> {
+    let action = match map.get("action") {
+        Some(Value::String(a)) => a.as_str(),
+        Some(_) => return Err(ApiError::invalid("action must be a string")),
+        None => {
+            return Err(ApiError::invalid(
+                "action is required: create, get, start, progress, complete, fail, reject or cancel",
+            ))
+        }
+    };
+    let body: Map<String, Value> =
+        map.iter().filter(|(k, _)| k.as_str() != "action").map(|(k, v)| (k.clone(), v.clone())).collect();
+    if action == "create" {
+        return Ok(DirectiveOp::Create(parse_create(&body)?));
+    }
+    let directive_id = match body.get("directive_id") {
+        Some(Value::String(s)) => wire::canonical_uuid(s),
+        Some(_) => return Err(ApiError::invalid("directive_id must be a string")),
+        None => return Err(ApiError::invalid("directive_id is required")),
+    };
+    if action == "get" {
+        only(&body, &["directive_id", "wait_seconds"])?;
+        let wait = match body.get("wait_seconds") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64() {
+                Some(s) if s <= MAX_WAIT_SECONDS => Some(Duration::from_secs(s)),
+                _ => {
+                    return Err(ApiError::invalid(format!(
+                        "wait_seconds must be a whole number from 0 to {MAX_WAIT_SECONDS}"
+                    )))
+                }
+            },
+        };
+        return Ok(DirectiveOp::Get { directive_id, wait });
+    }
+    Ok(DirectiveOp::Act { directive_id, action: parse_action(action, &body, &["directive_id"])? })
+}
+
+/// Longest `wait_seconds` of a `directive` `get`.
+pub const MAX_WAIT_SECONDS: u64 = 60;
 
 fn only(map: &Map<String, Value>, allowed: &[&str]) -> Result<(), ApiError> {
     match map.keys().find(|k| !allowed.contains(&k.as_str())) {

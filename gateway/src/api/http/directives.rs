@@ -1,0 +1,103 @@
+//! `POST /v1/directives`, `GET /v1/directives/{id}[?wait=S]`, `GET /v1/directives?role=&status=
+//! &type=&limit=&before=`, and `POST /v1/directives/{id}/{action}` (CONTRACT §14).
+//!
+//! Deliberately thin: the commands live in `directives.rs`, shared with the WebSocket and MCP.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::Value;
+
+use crate::api::http::extract::{json_object, PathId};
+use crate::auth::AgentAuth;
+use crate::directives::{self, ListRequest, MAX_WAIT};
+use crate::error::ApiError;
+use crate::openapi::directive_schemas::{DirectiveActionBody, DirectiveBody, DirectiveCreateBody, DirectivePage};
+use crate::state::Gateway;
+use crate::wire::directives::{parse_action, parse_create};
+
+/// Creates a directive as the authenticated agent (its issuer).
+#[utoipa::path(post, path = "/v1/directives", tag = "directives", operation_id = "create_directive",
+    request_body = DirectiveCreateBody,
+    responses((status = 201, description = "created", body = DirectiveBody),
+              (status = 200, description = "the directive this idempotency_key already names, as it is now", body = DirectiveBody)))]
+pub async fn create(
+    State(gw): State<Gateway>,
+    AgentAuth(agent): AgentAuth,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let req = parse_create(&json_object(body)?)?;
+    let created = directives::create(&gw, &agent.tenant, &agent.identity, req).await?;
+    let status = if created.created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(created.directive)))
+}
+
+/// `?wait=S` (0–60 seconds) as a duration.
+pub fn wait_param(q: &HashMap<String, String>) -> Result<Option<Duration>, ApiError> {
+    let Some(w) = q.get("wait") else { return Ok(None) };
+    let bad = || ApiError::invalid(format!("wait must be a whole number of seconds from 0 to {}", MAX_WAIT.as_secs()));
+    let secs: u64 = w.parse().map_err(|_| bad())?;
+    if secs > MAX_WAIT.as_secs() {
+        return Err(bad());
+    }
+    Ok(Some(Duration::from_secs(secs)))
+}
+
+/// One directive, for its issuer or a candidate; with `wait`, answered once it has ended.
+#[utoipa::path(get, path = "/v1/directives/{id}", tag = "directives", operation_id = "get_directive",
+    params(("id" = String, Path, description = "the directive id"),
+           ("wait" = Option<u32>, Query, minimum = 0, maximum = 60, description = "answer once the directive has ended, or after this many seconds")),
+    responses((status = 200, description = "the directive", body = DirectiveBody)))]
+pub async fn show(
+    State(gw): State<Gateway>,
+    AgentAuth(agent): AgentAuth,
+    PathId(id): PathId,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let wait = wait_param(&q)?;
+    Ok(Json(directives::get(&gw, &agent.tenant, &agent.identity, id, wait).await?))
+}
+
+/// The caller's directives, newest first.
+#[utoipa::path(get, path = "/v1/directives", tag = "directives", operation_id = "list_directives",
+    params(("role" = Option<String>, Query, description = "issued or assigned (default both)"),
+           ("status" = Option<String>, Query, description = "open, or one status"),
+           ("type" = Option<String>, Query, description = "one directive type"),
+           ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "page size (default 100)"),
+           ("before" = Option<String>, Query, description = "next_before of the previous page")),
+    responses((status = 200, description = "a page, newest first", body = DirectivePage)))]
+pub async fn list(
+    State(gw): State<Gateway>,
+    AgentAuth(agent): AgentAuth,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let req = ListRequest::from_query(&q)?;
+    Ok(Json(directives::list(&gw, &agent.tenant, &agent.identity, req).await?))
+}
+
+/// Starts, reports progress on, completes, fails, rejects or cancels a directive.
+#[utoipa::path(post, path = "/v1/directives/{id}/{action}", tag = "directives", operation_id = "act_on_directive",
+    params(("id" = String, Path, description = "the directive id"),
+           ("action" = String, Path, description = "start, progress, complete, fail, reject or cancel")),
+    request_body(content = DirectiveActionBody, description = "the action's body (start: none)"),
+    responses((status = 200, description = "the directive after the action", body = DirectiveBody)))]
+pub async fn act(
+    State(gw): State<Gateway>,
+    AgentAuth(agent): AgentAuth,
+    path: Result<Path<(String, String)>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Path((id, action)) = path.map_err(|_| ApiError::invalid("the path parameters could not be read"))?;
+    let action = parse_action(&action, &json_object(body)?, &[])?;
+    let Some(id) = crate::wire::canonical_uuid(&id) else {
+        return Err(ApiError::invalid(
+            "the id in the path must be a uuid written as 8-4-4-4-12 hex digits with hyphens",
+        ));
+    };
+    Ok(Json(directives::act(&gw, &agent.tenant, &agent.identity, id, action).await?))
+}
