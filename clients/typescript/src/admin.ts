@@ -1,7 +1,7 @@
 /** Admin calls with the admin token: register, rotate, remove, roster, rebuild, groups and their members. */
 
 import { HttpApi, type FetchLike } from "./http.js";
-import { parseAgent, parseGroup, parseGroupSummary, parseRemoval, type Agent, type Group, type GroupSummary, type Registration, type Removal, type SessionKind } from "./types.js";
+import { parseAgent, parseGroup, parseRemoval, type Agent, type Group, type Registration, type Removal, type SessionKind } from "./types.js";
 
 export interface AdminOptions {
   requestTimeoutMs?: number;
@@ -92,8 +92,8 @@ export class AdminClient {
   }
 
   /** A tenant's groups (default: the default tenant), sorted by name. */
-  async groups(options: { tenant?: string } = {}): Promise<GroupSummary[]> {
+  async groups(options: { tenant?: string } = {}): Promise<Group[]> {
     const d = await this.api.request<{ groups?: Record<string, unknown>[] }>("GET", "/v1/groups", { params: { tenant: options.tenant } });
-    return (d.groups ?? []).map(parseGroupSummary);
+    return (d.groups ?? []).map(parseGroup);
   }
 }

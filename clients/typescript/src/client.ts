@@ -8,7 +8,7 @@
  * and tested alone. The admin calls are `admin.ts`.
  */
 
-import { Directives, type DirectiveHandler } from "./directives.js";
+import { Directives, type DirectiveHandler, type ProgressReport, type RunDirectiveOptions } from "./directives.js";
 import { AskTimeout, ClientClosed, NOTHING_SENT, TransportError, Unavailable, UsageError, errorFromBody, forSend } from "./errors.js";
 import { HttpApi, type FetchLike } from "./http.js";
 import { randomId } from "./ids.js";
@@ -22,21 +22,18 @@ import {
   parseAgent,
   parseFanout,
   parseGroup,
-  parseGroupSummary,
   parseRecallMany,
   parseSendResult,
   parseSignal,
   parseSignalRow,
   type Agent,
   type CreateDirectiveOptions,
-  type CreatedDirective,
   type Directive,
   type DirectivePage,
   type FactPage,
   type FanoutResult,
   type Group,
-  type GroupSummary,
-  type Json,
+    type Json,
   type ListDirectivesOptions,
   type RecallEntry,
   type PluginState,
@@ -52,7 +49,7 @@ import {
 
 export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
 export type { SignalHandler } from "./delivery.js";
-export type { DirectiveHandler, ProgressReporter } from "./directives.js";
+export type { DirectiveHandler, ProgressReport, ProgressReporter, RunDirectiveOptions } from "./directives.js";
 export type { ConnectionEvent, WebSocketConstructor, WebSocketLike } from "./session.js";
 
 export interface ClientOptions {
@@ -539,12 +536,13 @@ export class Client {
   /**
    * Ask `to` (an identity, or any one member of a `@group`) to do a piece of work. Resolves to the
    * directive (`requested`) with `created`: true when the bus created it (201), false when its
-   * `idempotencyKey` (generated `sbd-<uuid>` when absent) answered the one it made before (200).
+   * `idempotencyKey` (generated `sbd-<uuid>` when absent) answered the one it made before (200,
+   * the directive as it is now).
    * `IdempotencyConflict` (`directiveId`) when the key was used with another `to`, `type` or
    * `params`; `UnknownRecipient`, `UnknownGroup`; `Forbidden` when the bus's policy does not let
    * you issue that type.
    */
-  createDirective(to: string, type: string, params: Record<string, unknown> = {}, options: CreateDirectiveOptions = {}): Promise<CreatedDirective> {
+  createDirective(to: string, type: string, params: Record<string, unknown> = {}, options: CreateDirectiveOptions = {}): Promise<Directive> {
     return this.directives.create(to, type, params, options);
   }
 
@@ -570,9 +568,9 @@ export class Client {
     return this.directives.start(directiveId);
   }
 
-  /** The claimer reports progress (replacing the last report): a message (≤ 1,000 characters) and/or a percent (0–100). Sends no signal. */
-  progressDirective(directiveId: string, message?: string, percent?: number): Promise<Directive> {
-    return this.directives.progress(directiveId, message, percent);
+  /** The claimer reports progress (replacing the last report): `{message, percent}`, a message (≤ 1,000 characters) and/or a percent (0–100). Sends no signal. */
+  progressDirective(directiveId: string, report: ProgressReport = {}): Promise<Directive> {
+    return this.directives.progress(directiveId, report);
   }
 
   /** The claimer (or, from `requested`, the assignee or a member: it claims and completes at once) completes it with a result (a JSON object ≤ 64 KiB). */
@@ -580,8 +578,8 @@ export class Client {
     return this.directives.complete(directiveId, result);
   }
 
-  /** As `completeDirective`, ending it `failed` with `failure` `{code, message}`. */
-  failDirective(directiveId: string, code: string, message: string): Promise<Directive> {
+  /** As `completeDirective`, ending it `failed` with `failure` `{code, message}` (a code of 1–64 characters; a message of at most 1,000). */
+  failDirective(directiveId: string, code: string, message = ""): Promise<Directive> {
     return this.directives.fail(directiveId, code, message);
   }
 
@@ -590,7 +588,7 @@ export class Client {
     return this.directives.reject(directiveId, reason);
   }
 
-  /** The issuer cancels an open one (`requested`, `started`); a `runDirective` of this client waiting on it rejects with `DirectiveCanceled`. */
+  /** The issuer cancels an open one (`requested`, `started`); a `runDirective` of this client waiting on it rejects with `DirectiveCanceled` (the bus sends the issuer no signal of its own cancel: the client tells its run). */
   cancelDirective(directiveId: string, reason?: string): Promise<Directive> {
     return this.directives.cancel(directiveId, reason);
   }
@@ -600,22 +598,26 @@ export class Client {
    * (taken and acked here: `onSignal` and `receive()` never see them), not by polling. Resolves to
    * its result; rejects with `DirectiveFailed` (`failure`), `DirectiveRejected`, `DirectiveExpired`
    * or `DirectiveCanceled` (each a `DirectiveEnded` carrying `directive`), or `DirectiveTimeout`
-   * when it is still open after `timeoutMs` (it is left as it is). Needs an open session:
-   * `TransportError` at once without one (nothing created).
+   * (`name` `"TimeoutError"`) when it is still open after `timeoutMs` — without one, 30 s past
+   * its deadline — (it is left as it is; before giving up it reads the directive once). Needs an
+   * open session: `TransportError` at once without one (nothing created). `close()` ends the
+   * wait with `ClientClosed`.
    */
-  runDirective(to: string, type: string, params: Record<string, unknown>, timeoutMs: number, options: CreateDirectiveOptions = {}): Promise<Record<string, unknown>> {
-    return this.directives.run(to, type, params, timeoutMs, options);
+  runDirective(to: string, type: string, params: Record<string, unknown> = {}, options: RunDirectiveOptions = {}): Promise<Record<string, unknown>> {
+    return this.directives.run(to, type, params, options);
   }
 
   /**
-   * Work on directives of a type (`typePattern`: exact, or ending in `*`: `"package.*"`) as their
-   * `DirectiveRequested` signals come (they never reach `onSignal` or `receive()`): each is
-   * started (claimed) first — one another member claimed, or that ended, is skipped — then
-   * `handler(directive, progress, signal)` runs; what it returns completes the directive (a
-   * plain object as the result, anything else as `{value: …}`), what it throws fails it (code:
-   * the error's name or class name; message: its message). `signal` aborts when the directive is
-   * canceled or expires meanwhile. The request is acked once settled. Register before
-   * `connect()` to handle the requests that waited for you. Returns a function that stops it.
+   * Work on directives of a type (`typePattern`: exact, or ending in `*`: `"package.*"`; the
+   * exact pattern, else the longest prefix, serves a type) as their `DirectiveRequested` signals
+   * come (they never reach `onSignal` or `receive()`): each is started (claimed) first — one
+   * another member claimed, or that ended, is skipped — then `handler(directive, progress,
+   * signal)` runs; what it returns completes the directive (a plain object as the result,
+   * nothing as `{}`, anything else as `{value: …}`), what it throws fails it (code: the error's
+   * name — for a class that sets none, its class's name; message: its message). `signal` aborts
+   * when the directive is canceled or expires meanwhile, or the client closes. The request is
+   * acked once settled. Register before `connect()` to handle the requests that waited for you.
+   * A pattern registered twice is a `UsageError`. Returns a function that stops serving it.
    */
   onDirective(typePattern: string, handler: DirectiveHandler): () => void {
     return this.directives.on(typePattern, handler);
@@ -624,9 +626,9 @@ export class Client {
   // -- groups (CONTRACT §15) --------------------------------------------------------------------
 
   /** Your tenant's groups, sorted by name, each with its members' identities. */
-  async groups(): Promise<GroupSummary[]> {
+  async groups(): Promise<Group[]> {
     const data = await this.api.request<{ groups?: Record<string, unknown>[] }>("GET", "/v1/groups");
-    return (data.groups ?? []).map(parseGroupSummary);
+    return (data.groups ?? []).map(parseGroup);
   }
 
   /** One group (`"@reviewers"` or `"reviewers"`) with each member's recipient state; `UnknownGroup` when there is none. */

@@ -54,6 +54,10 @@ export interface Directive {
   correlationId: string | null;
   idempotencyKey: string;
   redacted: string[];
+  /** True when the bus created it just now (a create answered 201); false for an idempotent repeat (200) and every other answer. */
+  created: boolean;
+  /** True when its status is final (`completed`, `failed`, `rejected`, `canceled`, `expired`). */
+  terminal: boolean;
   /** The directive object as the bus sent it. */
   raw: Record<string, unknown>;
 }
@@ -71,6 +75,7 @@ const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is
 export function toDirective(o: Obj): Directive {
   const progress = objOrNull(o.progress);
   const failure = objOrNull(o.failure);
+  const status = str(o, "status") as DirectiveStatus;
   return {
     directiveId: str(o, "directive_id"),
     type: str(o, "type"),
@@ -78,7 +83,7 @@ export function toDirective(o: Obj): Directive {
     assignee: str(o, "assignee"),
     claimedBy: strOrNull(o, "claimed_by"),
     params: objOrNull(o.params) ?? {},
-    status: str(o, "status") as DirectiveStatus,
+    status,
     createdAt: str(o, "created_at"),
     deadline: str(o, "deadline"),
     startedAt: strOrNull(o, "started_at"),
@@ -93,6 +98,8 @@ export function toDirective(o: Obj): Directive {
     correlationId: strOrNull(o, "correlation_id"),
     idempotencyKey: str(o, "idempotency_key"),
     redacted: strings(o.redacted),
+    created: false,
+    terminal: TERMINAL_STATUSES.has(status),
     raw: o,
   };
 }

@@ -313,11 +313,19 @@ export function directiveEnded(d: Directive): DirectiveEnded {
   return new cls(`directive ${d.directiveId} (${d.type} to ${d.assignee}) ${d.status}${why}`, { details: { directive: d.raw, directive_id: d.directiveId } });
 }
 
-/** `runDirective` waited `timeoutMs` and the directive is still open; it is left as it is (cancel it, or wait on with `getDirective`). */
+/**
+ * `runDirective` waited `timeoutMs` (or past the deadline) and the directive is still open; it is
+ * left as it is (cancel it, or wait on with `getDirective`). Its `name` is `"TimeoutError"`, as a
+ * DOM timeout's.
+ */
 export class DirectiveTimeout extends SignalbusError {
   static override readonly code = "directive_timeout";
   static override readonly hint = "the directive is still open, left as it is: getDirective(directiveId, {waitMs}) or cancelDirective(directiveId)";
   private readonly cache: { d?: Directive } = {};
+  constructor(message: string, init: ErrorInit = {}) {
+    super(message, init);
+    this.name = "TimeoutError";
+  }
   get directiveId(): string | undefined {
     return this.details.directive_id as string | undefined;
   }

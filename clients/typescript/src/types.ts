@@ -93,24 +93,31 @@ export interface FanoutResult {
   fanoutId: string;
   /** The group, with its `@`. */
   to: string;
+  /** No single signal: each member's is in `results` (`signalIds`). */
+  signalId: null;
   results: MemberResult[];
+  /** The accepted members' signal ids, in `results`' order. */
+  signalIds: string[];
   /** The key the send carried (the caller's or a generated one). */
   dedupeKey: string;
   raw: Record<string, unknown>;
 }
 
 /**
- * One member's part of a group send. Accepted: `signalId`, `delivered`, `queued` and the whole §4
- * answer in `result`; `error` null. Not accepted: `error` is the typed error the same send to that
- * member alone would have thrown — `RecipientUnavailable` (a bounced sync send: `recipientState`,
- * and the bounce's `signalId`), `UnknownRecipient`, `Unavailable` (nothing taken), `InternalError`
- * — and `signalId` is null.
+ * One member's part of a group send. Accepted: `signalId`, `delivered`, `queued`,
+ * `recipientState`, `publishPath`, and the whole §4 answer in `result`; `error` null. Not
+ * accepted: `error` is the typed error the same send to that member alone would have thrown —
+ * `RecipientUnavailable` (a bounced sync send: its `recipientState`, and the bounce's
+ * `signalId`), `UnknownRecipient`, `Unavailable` (nothing taken), `InternalError` — and
+ * `signalId`, `publishPath` and `result` are null.
  */
 export interface MemberResult {
   to: string;
   signalId: string | null;
   delivered: boolean;
   queued: boolean;
+  recipientState: RecipientState | null;
+  publishPath: PublishPath | null;
   result: SendResult | null;
   error: SignalbusError | null;
 }
@@ -131,22 +138,20 @@ export interface RecallEntry {
   outcome: RecallOutcome;
 }
 
-/** A group as `groups()` lists it: member identities only. */
-export interface GroupSummary {
-  /** The name, with its `@`. */
-  group: string;
-  members: string[];
-  selfJoin: boolean;
-  announce: boolean;
-}
-
-/** A group as `group(name)`, `joinGroup`, `leaveGroup` and the admin calls answer it: each member with its recipient state. */
+/**
+ * A group (CONTRACT §15). `group(name)`, `joinGroup`, `leaveGroup` and the admin calls answer it
+ * with each member's recipient state; `groups()` lists members by identity only (their
+ * `recipientState`, `addedAt`, `addedBy` null there, as the group's `createdAt`).
+ */
 export interface Group {
-  group: string;
+  /** The name, with its `@` (`"@reviewers"`). */
+  name: string;
   selfJoin: boolean;
   announce: boolean;
   createdAt: string | null;
   members: GroupMember[];
+  /** The members' identities, sorted as the bus sent them. */
+  identities: string[];
   raw: Record<string, unknown>;
 }
 
@@ -156,10 +161,6 @@ export interface GroupMember {
   addedAt: string | null;
   addedBy: string | null;
 }
-
-/** `createDirective`'s answer: the directive, and whether the bus created it (201) or its
- * idempotency key answered the existing one (200: nothing created). */
-export type CreatedDirective = Directive & { created: boolean };
 
 export interface CreateDirectiveOptions {
   /** Repeating a key answers the existing directive and creates nothing; generated (`sbd-<uuid>`) when absent. */
@@ -325,10 +326,13 @@ export function parseDirective(o: Obj): Directive {
 export function parseFanout(o: Obj, dedupeKey: string): FanoutResult {
   const results = req<unknown[]>(o, "results");
   if (!Array.isArray(results)) throw new ProtocolError(`a group send's "results" is not a list: ${JSON.stringify(o).slice(0, 300)}`);
+  const members = results.map((r) => parseMemberResult(r as Obj, dedupeKey));
   return {
     fanoutId: req(o, "fanout_id"),
     to: req(o, "to"),
-    results: results.map((r) => parseMemberResult(r as Obj, dedupeKey)),
+    signalId: null,
+    results: members,
+    signalIds: members.flatMap((m) => (m.signalId === null ? [] : [m.signalId])),
     dedupeKey,
     raw: o,
   };
@@ -337,10 +341,12 @@ export function parseFanout(o: Obj, dedupeKey: string): FanoutResult {
 function parseMemberResult(o: Obj, dedupeKey: string): MemberResult {
   const to = req<string>(o, "to");
   if (o.error && typeof o.error === "object") {
-    return { to, signalId: null, delivered: false, queued: false, result: null, error: errorFromBody(o.error) };
+    const error = errorFromBody(o.error);
+    const state = error.details.recipient_state;
+    return { to, signalId: null, delivered: false, queued: false, recipientState: typeof state === "string" ? (state as RecipientState) : null, publishPath: null, result: null, error };
   }
   const result = parseSendResult(o, dedupeKey);
-  return { to, signalId: result.signalId, delivered: result.delivered, queued: result.queued, result, error: null };
+  return { to, signalId: result.signalId, delivered: result.delivered, queued: result.queued, recipientState: result.recipientState, publishPath: result.publishPath, result, error: null };
 }
 
 export function parseRecallMany(o: Obj): RecallEntry[] {
@@ -348,27 +354,20 @@ export function parseRecallMany(o: Obj): RecallEntry[] {
   return results.map((r) => ({ signalId: req(r, "signal_id"), to: (r.to as string) ?? "", outcome: req(r, "outcome") }));
 }
 
-export function parseGroupSummary(o: Obj): GroupSummary {
-  return {
-    group: req(o, "group"),
-    members: Array.isArray(o.members) ? o.members.map((m) => (typeof m === "string" ? m : String((m as Obj)?.identity ?? ""))) : [],
-    selfJoin: Boolean(o.self_join),
-    announce: o.announce === undefined ? true : Boolean(o.announce),
-  };
-}
-
+/** A group as any group answer carries it: members as objects (with their recipient state) or as identities (`GET /v1/groups`). */
 export function parseGroup(o: Obj): Group {
-  const members = Array.isArray(o.members) ? o.members : [];
+  const members: GroupMember[] = (Array.isArray(o.members) ? o.members : []).map((m) =>
+    typeof m === "string"
+      ? { identity: m, recipientState: null, addedAt: null, addedBy: null }
+      : { identity: req<string>(m as Obj, "identity"), recipientState: opt<RecipientState>(m as Obj, "recipient_state"), addedAt: opt<string>(m as Obj, "added_at"), addedBy: opt<string>(m as Obj, "added_by") },
+  );
   return {
-    group: req(o, "group"),
+    name: req(o, "group"),
     selfJoin: Boolean(o.self_join),
     announce: o.announce === undefined ? true : Boolean(o.announce),
     createdAt: opt(o, "created_at"),
-    members: members.map((m) =>
-      typeof m === "string"
-        ? { identity: m, recipientState: null, addedAt: null, addedBy: null }
-        : { identity: req<string>(m as Obj, "identity"), recipientState: opt<RecipientState>(m as Obj, "recipient_state"), addedAt: opt<string>(m as Obj, "added_at"), addedBy: opt<string>(m as Obj, "added_by") },
-    ),
+    members,
+    identities: members.map((m) => m.identity),
     raw: o,
   };
 }
