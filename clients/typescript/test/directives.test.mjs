@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import {
   AlreadyClaimed,
   Client,
+  ClientClosed,
   DirectiveCanceled,
   DirectiveEnded,
   DirectiveExpired,
@@ -245,6 +246,16 @@ test("S29 runDirective and onDirective", () =>
       } finally {
         await erin.close();
       }
+
+      // close() ends a waiting run with ClientClosed; the directive is left as it is
+      const waiting = alice.runDirective("dave", "package.install", { name: "left" }, { timeoutMs: 20000 }).then(
+        () => assert.fail("not ended by close()"),
+        (e) => e,
+      );
+      const leftOpen = await eventually(async () => (await alice.listDirectives({ role: "issued", status: "open" })).directives[0], 10000, "the open directive");
+      await alice.close();
+      assert.ok((await waiting) instanceof ClientClosed);
+      assert.equal((await client(bus, aliceTok).getDirective(leftOpen.directiveId)).status, "requested");
     } finally {
       await alice.close();
       await bob.close();
