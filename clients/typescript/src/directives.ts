@@ -123,7 +123,7 @@ function asResult(value: unknown): Record<string, unknown> {
  * class, `err.name = "Boom"`), or — when it only inherits a built-in's (`class PackageMissing
  * extends Error {}`) — its class's name.
  */
-export function errorName(e: unknown): string {
+function errorName(e: unknown): string {
   if (!(e instanceof Error)) return "Error";
   let holder: object | null = e;
   while (holder && !Object.prototype.hasOwnProperty.call(holder, "name")) holder = Object.getPrototypeOf(holder) as object | null;

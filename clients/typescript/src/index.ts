@@ -14,7 +14,7 @@
 
 export { Client } from "./client.js";
 export type { ClientOptions, RecallManyTarget } from "./client.js";
-export type { DirectiveHandler, ProgressReporter } from "./directives.js";
+export type { DirectiveHandler, ProgressReport, ProgressReporter, RunDirectiveOptions } from "./directives.js";
 export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
 export type { SignalHandler } from "./delivery.js";
 export type { ConnectionEvent, WebSocketConstructor, WebSocketLike } from "./session.js";
