@@ -104,6 +104,10 @@ pub async fn expire_directive(
         Err(e) => return Err(e.into()),
     };
     let Some((seq, _)) = executed.appended else { return Ok(DirectiveOutcome::AlreadyEnded) };
+    if let Some(req) = executed.state.requested.as_deref() {
+        let seconds = (now - req.created_at).num_milliseconds().max(0) as f64 / 1000.0;
+        crate::metrics::record_directive_expired(&req.directive_type, seconds);
+    }
     let effects = executed.effects(tenant);
     let roster: HashMap<String, RecipientState> = queries
         .agents(tenant)

@@ -44,10 +44,13 @@
 //! - `expire`: one expiry and its outcome. `tally`: counts shared by timers and scan.
 //! - `directives`: directive expiry at the deadline — timers from `directive.requested` on the
 //!   tail, the backstop over the open-by-deadline index, each through `execute_directive(Expire)`.
+//! - `directive_effects`: every other directive event's lifecycle signals and recalls carried
+//!   out again a grace period later (idempotent), for a gateway that died after its append.
 //! - `retention`: the `Archiver` trait and a retention pass. `status`: the status fact.
 //! - `metrics`: the series this crate records. `error`: `Error`, `Result`.
 
 pub mod config;
+pub mod directive_effects;
 pub mod directives;
 pub mod error;
 pub mod expire;

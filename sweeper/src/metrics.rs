@@ -27,6 +27,20 @@ pub fn record_expired(types: &TypeTable, signal_type: &str, lag: Duration) {
     metrics::histogram!(SWEEPER_EXPIRY_LAG_SECONDS).record(lag.as_secs_f64());
 }
 
+/// `signalbus_directives_finished_total{directive_type,outcome}` and
+/// `signalbus_directive_duration_seconds{…}`: the gateway records the other outcomes, the
+/// sweeper `expired` (CONTRACT §14).
+pub const DIRECTIVES_FINISHED_TOTAL: &str = "signalbus_directives_finished_total";
+pub const DIRECTIVE_DURATION_SECONDS: &str = "signalbus_directive_duration_seconds";
+
+/// One directive this process expired, `seconds` after its creation.
+pub fn record_directive_expired(directive_type: &str, seconds: f64) {
+    let label = bus::metrics::directive_type_label(directive_type);
+    metrics::counter!(DIRECTIVES_FINISHED_TOTAL, "directive_type" => label.clone(), "outcome" => "expired")
+        .increment(1);
+    metrics::histogram!(DIRECTIVE_DURATION_SECONDS, "directive_type" => label, "outcome" => "expired").record(seconds);
+}
+
 /// One finished backstop run.
 pub fn record_run(finished_unix_seconds: f64) {
     metrics::counter!(SWEEPER_RUNS_TOTAL).increment(1);
@@ -58,4 +72,12 @@ pub fn init(types: &TypeTable) {
     metrics::counter!(SWEEPER_RUNS_TOTAL).increment(0);
     let _ = metrics::histogram!(SWEEPER_EXPIRY_LAG_SECONDS);
     set_leader(false);
+    describe_counter!(DIRECTIVES_FINISHED_TOTAL, "Directives ended, by type and outcome.");
+    describe_histogram!(
+        DIRECTIVE_DURATION_SECONDS,
+        Unit::Seconds,
+        "Time from a directive's creation to its end, by type and outcome."
+    );
+    metrics::counter!(DIRECTIVES_FINISHED_TOTAL, "directive_type" => "other", "outcome" => "expired").increment(0);
+    let _ = metrics::histogram!(DIRECTIVE_DURATION_SECONDS, "directive_type" => "other", "outcome" => "expired");
 }

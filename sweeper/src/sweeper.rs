@@ -19,6 +19,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::SweeperConfig;
+use crate::directive_effects;
 use crate::directives::{self, DirectiveKey, DirectiveOutcome, DirectiveTimers};
 use crate::error::{Error, Result};
 use crate::expire::{expire_pending, Outcome};
@@ -113,6 +114,8 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
     let mut run: Option<RunTask> = None;
     let run_cancel = shutdown.child_token();
     let mut inflight: JoinSet<(Due, Result<Outcome>)> = JoinSet::new();
+    // Directive effects looked at again a grace period after their event (`directive_effects`).
+    let mut effects_backstop: JoinSet<()> = JoinSet::new();
 
     let result = loop {
         tokio::select! {
@@ -145,6 +148,20 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                     next_seq = seq + 1;
                     timers.observe(seq, &event, Utc::now());
                     directive_timers.observe(&event, Utc::now());
+                    if let Some(id) = directive_effects::followed(&event) {
+                        if effects_backstop.len() < directive_effects::MAX_PENDING {
+                            let (ctx, tenant) = (ctx.clone(), event.tenant.clone());
+                            effects_backstop.spawn(async move {
+                                tokio::time::sleep(directive_effects::GRACE).await;
+                                let done = directive_effects::carry_out(&ctx.store, ctx.queries.as_ref(), &ctx.types, &tenant, id, seq).await;
+                                if let Err(e) = done {
+                                    tracing::warn!(%tenant, directive_id = %id, seq, error = %e, "directive effects backstop failed");
+                                }
+                            });
+                        } else {
+                            tracing::warn!(directive_id = %id, seq, "directive effects backstop full; event not followed");
+                        }
+                    }
                 }
                 // No timer can come of it, and the tail has moved past it.
                 Some(Err(bus::Error::Undecodable { seq, subject, reason })) => {
@@ -182,6 +199,7 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                     Err(e) => tracing::warn!(tenant = %key.tenant, directive_id = %key.id, error = %e, "directive expiry failed; the next run retries"),
                 }
             }
+            Some(_) = effects_backstop.join_next() => {}
             Some(joined) = inflight.join_next() => {
                 let (due, outcome) = joined.map_err(|e| Error::Task(e.to_string()))?;
                 ctx.tally.record(&outcome);
@@ -204,6 +222,9 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
     }
     while inflight.join_next().await.is_some() {}
     while directive_inflight.join_next().await.is_some() {}
+    // Pending checks are dropped: the gateways did their part, and a next leader follows the
+    // tail from the read models' position.
+    effects_backstop.abort_all();
     result
 }
 

@@ -24,7 +24,8 @@ from mcp.shared.exceptions import MCPError
 
 RODE = []  # ids of every signal that rode along on a tool result (not check_inbox's own)
 TOOLS = ["send_signal", "recall_signal", "check_inbox", "ack_signals",
-         "get_signal", "list_agents", "record_fact", "plugin_state"]
+         "get_signal", "list_agents", "record_fact", "plugin_state",
+         "create_directive", "get_directive", "list_directives", "update_directive", "list_groups"]
 
 
 def check(cond, what, *context):
@@ -105,10 +106,12 @@ async def tools(bus, args):
     token = bus.register("alice")
     async with bus.mcp(token) as c:
         listed = (await c.list_tools()).tools
-        check([t.name for t in listed] == TOOLS, "the eight tools, in order", [t.name for t in listed])
-        required = {"send_signal": ["to", "type"], "recall_signal": ["signal_id"], "check_inbox": [],
+        check([t.name for t in listed] == TOOLS, "the thirteen tools, in order", [t.name for t in listed])
+        required = {"send_signal": ["to", "type"], "recall_signal": [], "check_inbox": [],
                     "ack_signals": ["signal_ids"], "get_signal": ["signal_id"], "list_agents": [],
-                    "record_fact": ["plugin", "fact_type", "state"], "plugin_state": ["plugin"]}
+                    "record_fact": ["plugin", "fact_type", "state"], "plugin_state": ["plugin"],
+                    "create_directive": ["to", "type", "idempotency_key"], "get_directive": ["directive_id"],
+                    "list_directives": [], "update_directive": ["directive_id", "action"], "list_groups": []}
         for t in listed:
             s = t.input_schema
             check(s["type"] == "object" and s["required"] == required[t.name], f"{t.name} schema", s)
@@ -269,7 +272,7 @@ async def stdio(bus, args):
     _, early = bus.http("POST", "/v1/signals", bob, {"to": "alice", "type": "TaskAssigned", "payload": {"n": 0}})
     async with Client(server, logging_callback=on_log) as c:
         listed = [t.name for t in (await c.list_tools()).tools]
-        check(listed == TOOLS, "the same eight tools", listed)
+        check(listed == TOOLS, "the same thirteen tools", listed)
         q = await ok(c, "send_signal", {"to": "bob", "type": "StatusUpdate"})
         check(q["queued"] and q["publish_path"] == "queued_offline", "async to an offline agent", q)
         await fails(c, "send_signal", {"to": "bob", "type": "Blocker"}, "recipient_unavailable")
@@ -311,7 +314,46 @@ async def stdio(bus, args):
                      lambda: bus.state_of(bob, "alice")["state"] == "not_available_offline")
 
 
-SCENARIOS = {f.__name__: f for f in [tools, sends, piggyback, announce, bad_input, stdio]}
+async def team(bus, args):
+    """Directives and groups through the tools: alice hands work to bob and waits for it with
+    get_directive(wait_seconds); bob finds it with list_directives and completes it; a send to a
+    group answers per member and is recalled by its fanout_id."""
+    alice, bob = bus.register("alice"), bus.register("bob")
+    bus.register("carol")
+    for path in ["/v1/groups/crew", "/v1/groups/crew/members/bob", "/v1/groups/crew/members/carol"]:
+        status, body = bus.http("PUT", path, bus.admin, {} if path.endswith("crew") else None)
+        check(status in (200, 201), path, status, body)
+    async with bus.mcp(alice) as a, bus.mcp(bob) as b:
+        d = await ok(a, "create_directive", {"to": "bob", "type": "review.code", "params": {"pr": 7},
+                                             "idempotency_key": "pr-7"})
+        check(d["status"] == "requested" and d["assignee"] == "bob", "created", d)
+        again = await ok(a, "create_directive", {"to": "bob", "type": "review.code", "params": {"pr": 7},
+                                                 "idempotency_key": "pr-7"})
+        check(again["directive_id"] == d["directive_id"], "the same key is the same directive", again)
+        todo = await ok(b, "list_directives", {"role": "assigned", "status": "requested"})
+        check([x["directive_id"] for x in todo["directives"]] == [d["directive_id"]], "bob's work", todo)
+        e = await fails(b, "update_directive", {"directive_id": d["directive_id"], "action": "cancel"}, "forbidden")
+        await ok(b, "update_directive", {"directive_id": d["directive_id"], "action": "start"})
+        waiting = asyncio.ensure_future(ok(a, "get_directive", {"directive_id": d["directive_id"], "wait_seconds": 30}))
+        await asyncio.sleep(0.3)
+        done = await ok(b, "update_directive", {"directive_id": d["directive_id"], "action": "complete",
+                                                "result": {"approved": True}})
+        check(done["status"] == "completed", "completed", done)
+        seen = await asyncio.wait_for(waiting, 20)
+        check(seen["status"] == "completed" and seen["result"] == {"approved": True}, "the waiter saw the end", seen)
+        e = await fails(b, "update_directive", {"directive_id": d["directive_id"], "action": "complete",
+                                                "result": {}}, "invalid_transition")
+        check(e["directive"]["status"] == "completed", "the error carries the directive", e)
+        groups = await ok(a, "list_groups")
+        check(groups["groups"][0]["members"] == ["bob", "carol"], "the crew", groups)
+        sent = await ok(a, "send_signal", {"to": "@crew", "type": "StatusUpdate", "payload": {"n": 1}})
+        check([r["to"] for r in sent["results"]] == ["bob", "carol"], "one entry per member", sent)
+        back = await ok(a, "recall_signal", {"fanout_id": sent["fanout_id"]})
+        check(len(back["results"]) == 2, "one outcome per signal", back)
+        await fails(a, "send_signal", {"to": "@nobody", "type": "StatusUpdate"}, "unknown_group")
+
+
+SCENARIOS = {f.__name__: f for f in [tools, sends, piggyback, announce, bad_input, stdio, team]}
 
 if __name__ == "__main__":
     name, raw = sys.argv[1], sys.argv[2]

@@ -207,6 +207,8 @@ impl ClientBuilder {
             refs: AtomicU64::new(0),
             seen: Mutex::new(Seen::new(self.dedupe_window)),
             asks: Mutex::new(HashMap::new()),
+            directive_waits: Mutex::new(HashMap::new()),
+            directive_workers: Mutex::new(Vec::new()),
             inbox_tx,
             inbox_rx: tokio::sync::Mutex::new(inbox_rx),
             state,

@@ -28,7 +28,8 @@ impl Client {
     /// bus could not take (unreachable, timeout, 503) is spooled and answered `Spooled` — except a
     /// sync send (`delivery_class` `sync`, or a type that is sync by default): its point is an
     /// available recipient now, so it is never spooled and fails at once (`Unreachable`: nothing
-    /// was sent). Errors: `RecipientUnavailable` (a bounced sync send), `UnknownRecipient`, ...
+    /// was sent). Errors: `RecipientUnavailable` (a bounced sync send), `UnknownRecipient`, ...;
+    /// `Usage` for a group (`to` starting with `@`): that is `send_group`.
     pub async fn send(&self, req: SendRequest) -> Result<SendOutcome> {
         self.send_opts(req, true).await
     }
@@ -36,6 +37,9 @@ impl Client {
     /// `send`, choosing whether a failed attempt may be spooled (`false`: it is returned as
     /// `Transport`/`Timeout`/`Unavailable` carrying the dedupe_key).
     pub async fn send_opts(&self, mut req: SendRequest, spool: bool) -> Result<SendOutcome> {
+        if req.to.starts_with('@') {
+            return Err(usage("a send to a group answers one entry per member: use send_group, not send"));
+        }
         let key = req.dedupe_key.get_or_insert_with(|| format!("sbc-{}", uuid::Uuid::new_v4())).clone();
         let sync = req.delivery_class.as_deref().unwrap_or_else(|| default_delivery_class(&req.signal_type)) == "sync";
         match transmit_send(&self.inner, &req).await {

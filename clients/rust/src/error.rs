@@ -1,12 +1,16 @@
-//! The one error type of the client: every bus error code of CONTRACT §8 plus the client-side
-//! failures (transport, timeout, spool, ask), each saying what the caller should do about it.
+//! The one error type of the client: every bus error code of CONTRACT §8 and §14–§15 plus the
+//! client-side failures (transport, timeout, spool, ask, a directive's outcome), each saying what
+//! the caller should do about it.
 //!
 //! Deliberately holds no live handles (no reqwest or tungstenite errors, only their messages),
-//! so an error is `Clone` and can be handed to every waiter of a failed session.
+//! so an error is `Clone` and can be handed to every waiter of a failed session. Reading the
+//! bus's error object into a variant is `error_wire.rs`.
 
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+
+use crate::types_directive::Directive;
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -44,6 +48,18 @@ pub enum Error {
     NotFound(Box<BusError>),
     #[error("{0} (the recipient is not registered in your tenant: register it (admin) or fix the name)")]
     UnknownRecipient(Box<BusError>),
+    #[error("{0} (no such group in your tenant: create it (admin) or fix the name)")]
+    UnknownGroup(Box<BusError>),
+    /// A directive transition its state does not allow (completing what ended, starting what
+    /// started); carries the directive as it is now (`None` only if the bus's answer lacked it).
+    #[error("{error} (the directive is {}: get_directive shows it; repeating the call fails again)", directive.as_ref().map_or("in another state", |d| d.status.as_str()))]
+    InvalidTransition { directive: Option<Box<Directive>>, error: Box<BusError> },
+    /// Another member of the group claimed (started) the directive first.
+    #[error("{error} (another member has it: leave it to {claimed_by})")]
+    AlreadyClaimed { claimed_by: String, error: Box<BusError> },
+    /// The idempotency_key names a directive you created with another `to`, `type` or `params`.
+    #[error("{error} (the key is taken by directive {directive_id}: use a new idempotency_key, or the same request)")]
+    IdempotencyConflict { directive_id: String, error: Box<BusError> },
     /// A sync send bounced: nothing was queued and nothing will ever be delivered.
     #[error("{error} (nothing was queued: send async to queue it, or retry later with a new dedupe_key)")]
     RecipientUnavailable {
@@ -90,6 +106,22 @@ pub enum Error {
     /// No reply with the ask's correlation_id came in time; the question itself was sent.
     #[error("ask_timeout: no reply within {timeout:?} (the question was sent: wait longer, or recall signal_id)")]
     AskTimeout { signal_id: Option<String>, correlation_id: String, timeout: Duration },
+    /// `run_directive`: the worker failed the directive (`directive.failure` says why).
+    #[error("directive_failed: {} (the worker failed it: see directive.failure; create a new one to try again)", .directive.describe())]
+    DirectiveFailed { directive: Box<Directive> },
+    /// `run_directive`: the assignee (every member of a group) declined it.
+    #[error("directive_rejected: {} (declined: see directive.reason)", .directive.describe())]
+    DirectiveRejected { directive: Box<Directive> },
+    /// `run_directive`: its deadline passed before it ended; the bus expired it.
+    #[error("directive_expired: {} (nobody finished it by its deadline: is a worker running? a longer deadline_seconds?)", .directive.describe())]
+    DirectiveExpired { directive: Box<Directive> },
+    /// `run_directive`: the issuer canceled it.
+    #[error("directive_canceled: {} (it was canceled: see directive.reason)", .directive.describe())]
+    DirectiveCanceled { directive: Box<Directive> },
+    /// `run_directive`: the directive had not ended within the timeout. It goes on as it is:
+    /// `get_directive` it later, or `cancel_directive` it.
+    #[error("directive_timeout: {} not ended within {timeout:?} (it goes on: get_directive it later, or cancel_directive it)", .directive.describe())]
+    DirectiveTimeout { directive: Box<Directive>, timeout: Duration },
     #[error("spool_full: {message} (the send is larger than the whole spool: raise max_bytes or send less)")]
     SpoolFull { message: String, dedupe_key: Option<String> },
     /// A spooled send's TTL ran out before the bus was back: dropped, never sent.
@@ -115,23 +147,6 @@ fn internal_hint(e: &BusError) -> &'static str {
     }
 }
 
-/// CONTRACT §8 (docs/http.md): the HTTP status of each bus error code, for an answer that came
-/// over the WebSocket session (so `status()` never depends on the transport).
-pub fn http_status_of(code: &str) -> Option<u16> {
-    Some(match code {
-        "invalid_request" => 400,
-        "unauthorized" => 401,
-        "forbidden" => 403,
-        "not_found" | "unknown_recipient" => 404,
-        "recipient_unavailable" | "already_registered" => 409,
-        "payload_too_large" => 413,
-        "rate_limited" => 429,
-        "internal" => 500,
-        "unavailable" => 503,
-        _ => return None,
-    })
-}
-
 impl Error {
     /// The wire code (CONTRACT §8) or the client-side one (`transport`, `timeout`, ...).
     pub fn code(&self) -> &str {
@@ -141,13 +156,22 @@ impl Error {
             | Error::Forbidden(e)
             | Error::NotFound(e)
             | Error::UnknownRecipient(e)
+            | Error::UnknownGroup(e)
             | Error::AlreadyRegistered(e)
             | Error::PayloadTooLarge(e)
             | Error::Internal(e)
             | Error::Other(e) => &e.code,
             Error::RecipientUnavailable { error, .. }
+            | Error::InvalidTransition { error, .. }
+            | Error::AlreadyClaimed { error, .. }
+            | Error::IdempotencyConflict { error, .. }
             | Error::RateLimited { error, .. }
             | Error::Unavailable { error, .. } => &error.code,
+            Error::DirectiveFailed { .. } => "directive_failed",
+            Error::DirectiveRejected { .. } => "directive_rejected",
+            Error::DirectiveExpired { .. } => "directive_expired",
+            Error::DirectiveCanceled { .. } => "directive_canceled",
+            Error::DirectiveTimeout { .. } => "directive_timeout",
             Error::Unreachable { .. } => "unreachable",
             Error::Transport { .. } => "transport",
             Error::Timeout { .. } => "timeout",
@@ -169,13 +193,31 @@ impl Error {
             | Error::Forbidden(e)
             | Error::NotFound(e)
             | Error::UnknownRecipient(e)
+            | Error::UnknownGroup(e)
             | Error::AlreadyRegistered(e)
             | Error::PayloadTooLarge(e)
             | Error::Internal(e)
             | Error::Other(e) => Some(e.as_ref()),
             Error::RecipientUnavailable { error, .. }
+            | Error::InvalidTransition { error, .. }
+            | Error::AlreadyClaimed { error, .. }
+            | Error::IdempotencyConflict { error, .. }
             | Error::RateLimited { error, .. }
             | Error::Unavailable { error, .. } => Some(error.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// The directive an error carries: `InvalidTransition`'s (as it is now) and `run_directive`'s
+    /// outcomes (`DirectiveFailed`, ..., `DirectiveTimeout`).
+    pub fn directive(&self) -> Option<&Directive> {
+        match self {
+            Error::InvalidTransition { directive, .. } => directive.as_deref(),
+            Error::DirectiveFailed { directive }
+            | Error::DirectiveRejected { directive }
+            | Error::DirectiveExpired { directive }
+            | Error::DirectiveCanceled { directive }
+            | Error::DirectiveTimeout { directive, .. } => Some(directive),
             _ => None,
         }
     }
@@ -216,6 +258,7 @@ impl Error {
                 | Error::Forbidden(_)
                 | Error::NotFound(_)
                 | Error::UnknownRecipient(_)
+                | Error::UnknownGroup(_)
                 | Error::RecipientUnavailable { .. }
                 | Error::PayloadTooLarge(_)
         )
@@ -265,87 +308,5 @@ impl Error {
 
     pub(crate) fn transport(message: impl Into<String>) -> Error {
         Error::Transport { message: message.into(), cause: None, dedupe_key: None }
-    }
-
-    /// The typed error of a bus error body (`{"error":{...}}`) or error object, given the
-    /// HTTP status when there is one.
-    pub fn from_body(body: &Value, status: Option<u16>) -> Error {
-        let obj = body.get("error").filter(|e| e.is_object()).unwrap_or(body);
-        let mut details = obj.as_object().cloned().unwrap_or_default();
-        let code = details.remove("code").and_then(|c| c.as_str().map(str::to_string));
-        let message =
-            details.remove("message").and_then(|m| m.as_str().map(str::to_string)).unwrap_or_else(|| match status {
-                Some(s) => format!("the bus answered {s}"),
-                None => "the bus answered an error".into(),
-            });
-        let by_status = |s: u16| match s {
-            400 => "invalid_request",
-            401 => "unauthorized",
-            403 => "forbidden",
-            404 => "not_found",
-            409 => "already_registered",
-            413 => "payload_too_large",
-            429 => "rate_limited",
-            503 => "unavailable",
-            s if s >= 500 => "internal",
-            _ => "",
-        };
-        let code = code.unwrap_or_else(|| by_status(status.unwrap_or(0)).to_string());
-        let text = |k: &str| details.get(k).and_then(Value::as_str).map(str::to_string);
-        let recipient_state = text("recipient_state");
-        let signal_id = text("signal_id");
-        let dedupe_key = text("dedupe_key");
-        let retry_after = details
-            .get("retry_after_ms")
-            .and_then(Value::as_f64)
-            .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0));
-        // Boxed: the bus's error object is the large part, and `Result<T, Error>` stays small.
-        let code = if code.is_empty() { "error".to_string() } else { code };
-        let status = status.or_else(|| http_status_of(&code));
-        let error = Box::new(BusError { code, message, status, details });
-        match error.code.as_str() {
-            "invalid_request" => Error::InvalidRequest(error),
-            "unauthorized" => Error::Unauthorized(error),
-            "forbidden" => Error::Forbidden(error),
-            "not_found" => Error::NotFound(error),
-            "unknown_recipient" => Error::UnknownRecipient(error),
-            "recipient_unavailable" => {
-                Error::RecipientUnavailable { recipient_state: recipient_state.unwrap_or_default(), signal_id, error }
-            }
-            "already_registered" => Error::AlreadyRegistered(error),
-            "payload_too_large" => Error::PayloadTooLarge(error),
-            "rate_limited" => Error::RateLimited { retry_after, error },
-            "unavailable" => Error::Unavailable { dedupe_key, error },
-            "internal" => Error::Internal(error),
-            _ => Error::Other(error),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_bounce_carries_its_state_and_signal_id() {
-        let body = json!({"error": {"code": "recipient_unavailable", "message": "bob is offline",
-            "recipient_state": "not_available_offline", "signal_id": "s-1"}});
-        match Error::from_body(&body, Some(409)) {
-            Error::RecipientUnavailable { recipient_state, signal_id, error } => {
-                assert_eq!(recipient_state, "not_available_offline");
-                assert_eq!(signal_id.as_deref(), Some("s-1"));
-                assert_eq!(error.status, Some(409));
-            }
-            other => panic!("expected a bounce, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_body_without_a_code_is_typed_by_its_status() {
-        let e = Error::from_body(&Value::Null, Some(503));
-        assert_eq!(e.code(), "unavailable");
-        assert!(e.is_spoolable() && !e.is_definitive());
-        assert_eq!(Error::from_body(&Value::Null, Some(405)).code(), "error");
     }
 }

@@ -58,6 +58,11 @@ impl HttpApi {
         &self.token
     }
 
+    /// The same API whose calls may take `timeout` (a call that waits on the bus's side).
+    pub(crate) fn with_timeout(&self, timeout: Duration) -> HttpApi {
+        HttpApi { timeout: Some(timeout), ..self.clone() }
+    }
+
     /// One call; `query` pairs with `None` values are left out. Returns the 2xx body (or the
     /// body of a status in `ok`) as JSON.
     pub async fn request(
@@ -68,9 +73,21 @@ impl HttpApi {
         body: Option<&Value>,
         ok: &[u16],
     ) -> Result<Value> {
+        Ok(self.request_status(method, path, query, body, ok).await?.1)
+    }
+
+    /// `request`, answering the status too (a create's 201 vs 200).
+    pub(crate) async fn request_status(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, Option<String>)],
+        body: Option<&Value>,
+        ok: &[u16],
+    ) -> Result<(u16, Value)> {
         let (status, value) = self.raw(method.clone(), path, query, body).await?;
         if status.is_success() || ok.contains(&status.as_u16()) {
-            return Ok(value);
+            return Ok((status.as_u16(), value));
         }
         let code = status.as_u16();
         if !value.is_object() && matches!(code, 502 | 504) {
@@ -163,10 +180,11 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cur.to_string()
 }
 
-/// Admin calls with the admin token: register, rotate, remove, roster, rebuild.
+/// Admin calls with the admin token: register, rotate, remove, roster, rebuild; and the
+/// groups' (`create_group`, ..., in `groups.rs`).
 #[derive(Debug, Clone)]
 pub struct AdminClient {
-    api: HttpApi,
+    pub(crate) api: HttpApi,
 }
 
 impl AdminClient {

@@ -16,6 +16,9 @@
 //! - `builder`: `ClientBuilder`, the options and their defaults. (facade)
 //! - `calls`: send, recall, ack, receive, inbox, drain, get, list, facts — shaping only. (facade)
 //! - `ask`: ask / reply. (facade)
+//! - `directive_worker`: `on_directive`, the worker side of directives, and its task. (facade)
+//! - `directives`: the directive calls and `run_directive`. (facade)
+//! - `groups`: send to a group, groups, join/leave, recall many; the admin's group calls. (facade)
 //! - `client`: `Client`, its handles and lifecycle: starts the engine's tasks, closes. (facade)
 //! - `session`: the WebSocket session loop: connect, welcome, heartbeat, reconnect. (engine)
 //! - `delivery`: pushed signals deduped, routed to an ask or the inbox; handler dispatch. (engine)
@@ -25,8 +28,11 @@
 //! - `shared`: `Inner`, the state the facade and the engine tasks share. (engine)
 //! - `http`: one HTTP call with its answer typed; the `AdminClient`.
 //! - `spool`: the offline spool directory.
+//! - `error_wire`: the bus's error object typed into an `Error`.
+//! - `types_group`: the wire shapes of groups, fan-out answers and recalling many.
 //! - `error`: the one error enum; every variant says what to do.
 //! - `types`: the wire shapes (send request and result, signals, rows, facts, roster).
+//! - `types_directive`: the wire shapes of directives.
 
 mod acks;
 mod ask;
@@ -34,7 +40,11 @@ mod builder;
 mod calls;
 mod client;
 mod delivery;
+mod directive_worker;
+mod directives;
 mod error;
+mod error_wire;
+mod groups;
 mod http;
 mod replay;
 mod rpc;
@@ -42,10 +52,14 @@ mod session;
 mod shared;
 mod spool;
 mod types;
+mod types_directive;
+mod types_group;
 
 pub use builder::ClientBuilder;
 pub use client::Client;
-pub use error::{http_status_of, BusError, Error, Result};
+pub use directive_worker::{Progress, HANDLER_ERROR_CODE};
+pub use error::{BusError, Error, Result};
+pub use error_wire::http_status_of;
 pub use http::{AdminClient, HttpApi};
 pub use replay::ReplayReport;
 pub use shared::{ConnectionEvent, HandlerError, ReplayCallback};
@@ -54,3 +68,7 @@ pub use types::{
     default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, Removal, SendOutcome,
     SendRequest, SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
 };
+pub use types_directive::{
+    Directive, DirectivePage, DirectiveProgress, DirectiveQuery, DirectiveRequest, DirectiveStatus, Failure,
+};
+pub use types_group::{FanoutResult, Group, GroupMember, GroupOptions, MemberResult, RecallEntry, RecallMany};

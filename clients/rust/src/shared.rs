@@ -3,7 +3,7 @@
 //! replies, the ack buffer, the session state), and the small types several layers name.
 //!
 //! Deliberately behaviour-free and at the bottom: it imports no other module of the client
-//! except the leaves (`error`, `http`, `spool`, `types`), so every layer may name it and no
+//! except the leaves (`error`, `http`, `spool`, `types*`), so every layer may name it and no
 //! layer is imported back. The session loop is `session.rs`, calls over it `rpc.rs`, the
 //! facade `client.rs`.
 
@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::http::HttpApi;
 use crate::spool::{Spool, SpoolEntry};
 use crate::types::{SendResult, Signal, Welcome};
+use crate::types_directive::Directive;
 
 /// What a signal handler may fail with; a failed handler does not ack (the signal comes back).
 pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
@@ -124,6 +125,13 @@ pub(crate) struct Inner {
     pub seen: Mutex<Seen>,
     /// Asks waiting for a reply, by correlation_id.
     pub asks: Mutex<HashMap<String, oneshot::Sender<Signal>>>,
+    /// `run_directive`s waiting for their directive's end, by its idempotency_key (known before
+    /// the create answers, so no lifecycle signal can slip past): each gets the directive of
+    /// every lifecycle signal to the issuer, and of this client's own transitions.
+    pub directive_waits: Mutex<HashMap<String, Vec<mpsc::UnboundedSender<Directive>>>>,
+    /// `on_directive` workers: a type pattern and the channel of its task, in registration order;
+    /// a `DirectiveRequested` goes to the most specific pattern that matches.
+    pub directive_workers: Mutex<Vec<(String, mpsc::UnboundedSender<Signal>)>>,
     pub inbox_tx: mpsc::UnboundedSender<Signal>,
     pub inbox_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Signal>>,
     pub state: watch::Sender<SessionState>,

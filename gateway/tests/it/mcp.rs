@@ -28,6 +28,12 @@ async fn tools_are_listed_with_schemas_and_the_session_is_a_bus_session() {
 }
 
 #[tokio::test]
+async fn directives_and_groups_through_the_tools() {
+    let bus = Bus::start().await;
+    scenario(&bus, "team", json!({})).await;
+}
+
+#[tokio::test]
 async fn sends_recalls_and_facts_between_mcp_and_websocket_agents() {
     let bus = Bus::start().await;
     let alice = bus.register("alice").await;

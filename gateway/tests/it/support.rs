@@ -104,6 +104,7 @@ impl Bus {
             "GET" => self.http.get(url),
             "POST" => self.http.post(url),
             "DELETE" => self.http.delete(url),
+            "PUT" => self.http.put(url),
             m => panic!("method {m}"),
         };
         if let Some(t) = token {

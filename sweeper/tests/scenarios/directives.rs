@@ -95,7 +95,13 @@ pub async fn directives(bed: Bed) {
     // The expiry tells the issuer and the assignee with ordinary async signals from `signalbus`.
     for to in ["alice", "bob"] {
         let key = format!("{}:DirectiveExpired:{to}", on_time.simple());
-        let (signal, _) = bed.store.load(TENANT, signal_id_for(TENANT, "signalbus", Some(&key))).await.unwrap();
+        let id = signal_id_for(TENANT, "signalbus", Some(&key));
+        // Sent right after the expiry is appended, so looked for until it is there.
+        eventually(Duration::from_secs(10), "the DirectiveExpired signal", || async {
+            bed.store.load(TENANT, id).await.unwrap().0.sent.is_some()
+        })
+        .await;
+        let (signal, _) = bed.store.load(TENANT, id).await.unwrap();
         let sent = signal.sent.expect("a DirectiveExpired signal");
         assert_eq!((sent.to.as_str(), sent.correlation_id.clone()), (to, Some(on_time.to_string())));
     }
@@ -135,11 +141,36 @@ pub async fn directives(bed: Bed) {
     }
     println!("complete vs expire at the deadline: {outcomes:?}");
 
+    // Nobody carried out the completions' effects (they were appended straight through the
+    // store, as by a gateway killed right after): the sweeper's backstop records them, once.
+    for id in &racing {
+        if endings(&bed, *id).await[0].0 != "directive.completed" {
+            continue;
+        }
+        let key = format!("{}:DirectiveCompleted:alice", id.simple());
+        let signal_id = signal_id_for(TENANT, "bob", Some(&key));
+        eventually(Duration::from_secs(30), "the backstop records DirectiveCompleted", || async {
+            bed.store.load(TENANT, signal_id).await.unwrap().0.sent.is_some()
+        })
+        .await;
+    }
+    // A request is handed out late only while the directive still waits: the expired one's
+    // never is, an open one's is.
+    let request_of =
+        |id: Uuid| signal_id_for(TENANT, "alice", Some(&format!("{}:DirectiveRequested:bob", id.simple())));
+    assert!(bed.store.load(TENANT, request_of(on_time)).await.unwrap().0.sent.is_none(), "no request for gone work");
+    let open = create(&bed, "open", Utc::now(), 3600).await;
+    eventually(Duration::from_secs(30), "the backstop hands out the open directive's request", || async {
+        bed.store.load(TENANT, request_of(open)).await.unwrap().0.sent.is_some()
+    })
+    .await;
+
     // The read model agrees with the stream.
     bed.settle().await;
     let row = projector::Queries::directive(&bed.models, TENANT, on_time).await.unwrap().unwrap();
     assert_eq!(row.status, "expired");
     assert!(projector::Queries::overdue_directives(&bed.models, Utc::now(), None, 100).await.unwrap().is_empty());
+    assert_eq!(projector::Queries::directive(&bed.models, TENANT, open).await.unwrap().unwrap().status, "requested");
 
     stop.cancel();
     sweeper.await.unwrap().unwrap();

@@ -3,20 +3,31 @@
     from signalbus_client import Client, AdminClient
 
 Layout, top to bottom (each module imports only modules below it): ``client`` (the ``Client``
-facade) → ``replay`` (spooling and replay) → ``session`` (the session engine: transport, supervisor,
-calls) → ``delivery`` (dedupe, dispatch, acks) → ``admin`` → ``http`` → ``spool``, ``types``,
-``errors``.
+facade) → ``directives`` (directive calls, ``run_directive``'s waits, ``on_directive`` workers),
+``replay`` (spooling and replay) → ``session`` (the session engine: transport, supervisor,
+calls) → ``delivery`` (dedupe, routes, dispatch, acks) → ``admin`` → ``http`` → ``spool``,
+``types``, ``errors``.
 """
 
 from .admin import AdminClient
 from .client import Client, ConnectionCallback
+from .directives import DirectiveHandler, ProgressReporter
 from .errors import (
+    AlreadyClaimed,
     AlreadyRegistered,
     AskTimeout,
     ClientClosed,
+    DirectiveCanceled,
+    DirectiveEnded,
+    DirectiveExpired,
+    DirectiveFailed,
+    DirectiveRejected,
+    DirectiveTimeout,
     Forbidden,
+    IdempotencyConflict,
     InternalError,
     InvalidRequest,
+    InvalidTransition,
     NotFound,
     PayloadTooLarge,
     ProtocolError,
@@ -28,6 +39,7 @@ from .errors import (
     TransportError,
     Unauthorized,
     Unavailable,
+    UnknownGroup,
     UnknownRecipient,
     UsageError,
 )
@@ -35,9 +47,18 @@ from .replay import ReplayReport, SpoolExpired
 from .spool import Spool, SpoolEntry
 from .types import (
     Agent,
+    Directive,
+    DirectiveFailure,
+    DirectivePage,
+    DirectiveProgress,
     Fact,
     FactPage,
+    FanoutResult,
+    Group,
+    GroupMember,
+    MemberResult,
     PluginState,
+    RecallEntry,
     RecallResult,
     Registration,
     Removal,
@@ -53,11 +74,16 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AdminClient", "Agent", "AlreadyRegistered", "AskTimeout", "Client", "ClientClosed", "ConnectionCallback", "Fact",
-    "FactPage", "Forbidden", "InternalError", "InvalidRequest", "NotFound", "PayloadTooLarge",
-    "PluginState", "ProtocolError", "RateLimited", "RecallResult", "RecipientUnavailable",
-    "Registration", "Removal", "ReplayReport", "RequestTimeout", "SendOutcome", "SendResult", "Signal",
-    "SignalPage", "SignalRow", "SignalbusError", "Spool", "SpoolEntry", "SpoolExpired",
-    "SpoolFull", "Spooled", "TransportError", "Unauthorized", "Unavailable", "UnknownRecipient",
+    "AdminClient", "Agent", "AlreadyClaimed", "AlreadyRegistered", "AskTimeout", "Client",
+    "ClientClosed", "ConnectionCallback", "Directive", "DirectiveCanceled", "DirectiveEnded",
+    "DirectiveExpired", "DirectiveFailed", "DirectiveFailure", "DirectiveHandler", "DirectivePage",
+    "DirectiveProgress", "DirectiveRejected", "DirectiveTimeout", "Fact", "FactPage",
+    "FanoutResult", "Forbidden", "Group", "GroupMember", "IdempotencyConflict", "InternalError",
+    "InvalidRequest", "InvalidTransition", "MemberResult", "NotFound", "PayloadTooLarge",
+    "PluginState", "ProgressReporter", "ProtocolError", "RateLimited", "RecallEntry",
+    "RecallResult", "RecipientUnavailable", "Registration", "Removal", "ReplayReport",
+    "RequestTimeout", "SendOutcome", "SendResult", "Signal", "SignalPage", "SignalRow",
+    "SignalbusError", "Spool", "SpoolEntry", "SpoolExpired", "SpoolFull", "Spooled",
+    "TransportError", "Unauthorized", "Unavailable", "UnknownGroup", "UnknownRecipient",
     "UsageError", "Welcome",
 ]

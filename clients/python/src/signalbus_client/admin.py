@@ -1,5 +1,5 @@
 """``AdminClient``: the calls made with the admin token — register, rotate, remove, roster,
-rebuild.
+rebuild, and groups (create, delete, members).
 
 Deliberately HTTP only and separate from the agent's ``Client``: an admin opens no session.
 """
@@ -11,12 +11,12 @@ from urllib.parse import quote
 
 import httpx
 
-from .http import HttpApi, clean
-from .types import Agent, Registration, Removal
+from .http import HttpApi, clean, group_path
+from .types import Agent, Group, Registration, Removal
 
 
 class AdminClient:
-    """Admin calls with the admin token: register, rotate, remove, roster, rebuild."""
+    """Admin calls with the admin token: register, rotate, remove, roster, rebuild, groups."""
 
     def __init__(self, url: str, admin_token: str, *, timeout: float = 15.0, http: Optional[httpx.AsyncClient] = None) -> None:
         self._api = HttpApi(url, admin_token, timeout, http)
@@ -53,3 +53,43 @@ class AdminClient:
     async def rebuild(self) -> Dict[str, Any]:
         data: Dict[str, Any] = await self._api.request("POST", "/v1/admin/rebuild")
         return data
+
+    # -- groups (CONTRACT §15) --------------------------------------------------------------
+
+    async def create_group(
+        self, name: str, *, self_join: bool = False, announce: bool = True, tenant: Optional[str] = None
+    ) -> Group:
+        """Create the group ``name`` (``"@builders"`` or ``"builders"``), or update its settings
+        when it exists: ``self_join`` lets agents join and leave it themselves; ``announce`` sends
+        ``PeerJoined`` / ``PeerLeft`` to the other members."""
+        data = await self._api.request(
+            "PUT", group_path(name), body=clean({"tenant": tenant, "self_join": self_join, "announce": announce})
+        )
+        return Group.from_json(data)
+
+    async def delete_group(self, name: str, *, tenant: Optional[str] = None) -> None:
+        """Delete a group; ``UnknownGroup`` for no such group."""
+        await self._api.request("DELETE", group_path(name), params={"tenant": tenant})
+
+    async def add_member(self, name: str, identity: str, *, tenant: Optional[str] = None) -> Group:
+        """Add ``identity`` to the group (idempotent); ``UnknownRecipient`` for an unregistered one."""
+        data = await self._api.request(
+            "PUT", f"{group_path(name)}/members/{quote(identity, safe='')}", params={"tenant": tenant}
+        )
+        return Group.from_json(data)
+
+    async def remove_member(self, name: str, identity: str, *, tenant: Optional[str] = None) -> Group:
+        """Remove ``identity`` from the group (idempotent)."""
+        data = await self._api.request(
+            "DELETE", f"{group_path(name)}/members/{quote(identity, safe='')}", params={"tenant": tenant}
+        )
+        return Group.from_json(data)
+
+    async def group(self, name: str, *, tenant: Optional[str] = None) -> Group:
+        """One group of a tenant with each member's recipient state; ``UnknownGroup`` for none."""
+        return Group.from_json(await self._api.request("GET", group_path(name), params={"tenant": tenant}))
+
+    async def groups(self, *, tenant: Optional[str] = None) -> List[Group]:
+        """A tenant's groups (default: ``default``), sorted by name, each member by identity only."""
+        data = await self._api.request("GET", "/v1/groups", params={"tenant": tenant})
+        return [Group.from_json(g) for g in data.get("groups") or []]

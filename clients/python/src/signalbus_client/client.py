@@ -1,7 +1,7 @@
 """The agent's ``Client``, a thin facade: it shapes each call (send, ask, recall, ack, inbox,
-facts, ...) and hands it to the engine below — the session (``session.py``: transport,
-supervisor; ``delivery.py``: dedupe, dispatch, acks), the HTTP API (``http.py``) and the
-spool replay (``replay.py``).
+facts, directives, groups, ...) and hands it to the engine below — the session (``session.py``:
+transport, supervisor; ``delivery.py``: dedupe, dispatch, acks), the HTTP API (``http.py``),
+the spool replay (``replay.py``) and the directive waits and workers (``directives.py``).
 
 Deliberately no protocol here: the engine modules never import this one, so each layer is read
 and tested alone. The admin calls are ``admin.py``.
@@ -31,16 +31,22 @@ from .errors import (
     error_from_body,
     for_send,
 )
-from .http import HttpApi, clean
+from .directives import DirectiveHandler, Directives
+from .http import HttpApi, clean, group_path
 from .replay import Replayer, ReplayCallback, ReplayOutcome, ReplayReport, SpoolExpired
 from .delivery import Handler
 from .session import Session
 from .spool import DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, Spool
 from .types import (
     Agent,
+    Directive,
+    DirectivePage,
     Fact,
     FactPage,
+    FanoutResult,
+    Group,
     PluginState,
+    RecallEntry,
     RecallResult,
     SendOutcome,
     SendResult,
@@ -160,6 +166,7 @@ class Client:
             if cb is not None
         }
         self._session.on_event = self._on_event
+        self._directives = Directives(self._api, self._session)
 
     def _on_event(self, event: str) -> None:
         callback = self._event_callbacks.get(event)
@@ -233,6 +240,7 @@ class Client:
         if self._session.closing:
             return
         await self._session.begin_close()
+        await self._directives.close()
         if self._replayer is not None:
             await self._replayer.stop()
         await self._session.finish_close()
@@ -286,6 +294,9 @@ class Client:
 
         Returns ``SendResult`` when the bus accepted it, or ``Spooled`` when the bus was
         unreachable or unavailable and the client has a spool (``spool=False`` raises instead).
+        To a group (``to="@name"``, CONTRACT §15) it returns a ``FanoutResult``: one entry per
+        member, each accepted or not on its own; ``UnknownGroup`` for no such group. A send to a
+        group is never spooled (retry it with the same ``dedupe_key``: nobody gets a second signal).
         A sync send (``delivery_class`` ``sync``, or a type that is sync by default) is never
         spooled — its point is an available recipient now — so it raises ``TransportError`` /
         ``Unavailable`` at once (a bus that could not be reached: "nothing was sent").
@@ -309,9 +320,12 @@ class Client:
         except SignalbusError as exc:
             for_send(exc)  # the hint of a send: retry with the same dedupe_key
             sync = (delivery_class or default_class(type)) == "sync"
-            if not isinstance(exc, (TransportError, Unavailable)) or self._replayer is None or not spool or sync:
+            group = to.startswith("@")
+            if not isinstance(exc, (TransportError, Unavailable)) or self._replayer is None or not spool or sync or group:
                 raise
             return self._replayer.spool_send(request, exc)
+        if "fanout_id" in answer:
+            return FanoutResult.from_json(answer, key)
         return SendResult.from_json(answer, key)
 
     async def reply(self, to_signal: Signal, type: str, payload: Any = None, **kwargs: Any) -> SendOutcome:
@@ -370,6 +384,23 @@ class Client:
 
         frame = {"op": "recall", "signal_id": signal_id}
         return await self._session.call(frame, via_http, lambda data: RecallResult(outcome=data["outcome"]))
+
+    async def recall_many(self, *, fanout_id: Optional[str] = None, correlation_id: Optional[str] = None) -> List[RecallEntry]:
+        """Recall every signal you sent under one ``fanout_id`` (a send to a group) or one
+        ``correlation_id`` (CONTRACT §15): one ``RecallEntry`` per signal, each outcome decided
+        on its own as in ``recall``. Someone else's or unknown: ``[]``. Exactly one of the two
+        (``UsageError`` otherwise)."""
+        if (fanout_id is None) == (correlation_id is None):
+            raise UsageError("recall_many takes exactly one of fanout_id= and correlation_id=")
+        body = clean({"fanout_id": fanout_id, "correlation_id": correlation_id})
+
+        def entries(data: Mapping[str, Any]) -> List[RecallEntry]:
+            return [RecallEntry.from_json(r) for r in data.get("results") or []]
+
+        async def via_http() -> List[RecallEntry]:
+            return entries(await self._api.request("POST", "/v1/signals/recall", body=body))
+
+        return await self._session.call({"op": "recall", **body}, via_http, entries)
 
     async def ack(self, *signals: Union[Signal, str, Iterable[Union[Signal, str]]]) -> int:
         """Ack delivered signals (or ids). Returns how many the bus took (ids that are not
@@ -442,6 +473,153 @@ class Client:
             for f in data.get("facts", [])
         ]
         return FactPage(facts=facts, next_before_seq=data.get("next_before_seq"))
+
+    # -- directives (CONTRACT §14) ----------------------------------------------------------
+
+    async def create_directive(
+        self,
+        to: str,
+        type: str,
+        params: Optional[Mapping[str, Any]] = None,
+        *,
+        idempotency_key: Optional[str] = None,
+        deadline_seconds: Optional[int] = None,
+        correlation_id: Optional[str] = None,
+    ) -> Directive:
+        """Ask ``to`` (an identity, or any one member of a ``@group``) to do ``type`` with
+        ``params`` (a JSON object). Every create carries an ``idempotency_key`` (a generated
+        ``sbd-<uuid>`` when none is given): repeating it answers the existing directive as it is
+        now (``created`` is ``False``) and creates nothing; the same key with another ``to``,
+        ``type`` or ``params`` is ``IdempotencyConflict`` (``.directive_id``). Also
+        ``UnknownRecipient``, ``UnknownGroup``, ``Forbidden`` (the issuers policy),
+        ``InvalidRequest``, ``PayloadTooLarge``. ``deadline_seconds`` defaults to the bus's (24 h)."""
+        return await self._directives.create(
+            to, type, params, idempotency_key=idempotency_key, deadline_seconds=deadline_seconds, correlation_id=correlation_id
+        )
+
+    async def get_directive(self, directive_id: str, wait: Optional[float] = None) -> Directive:
+        """A directive you issued or were assigned (``NotFound`` otherwise). With ``wait`` (≤ 60
+        seconds, rounded up to whole seconds) the bus answers once the directive has ended, or
+        after ``wait`` as it is then."""
+        return await self._directives.get(directive_id, wait)
+
+    async def list_directives(
+        self,
+        *,
+        role: Optional[str] = None,
+        status: Optional[str] = None,
+        type: Optional[str] = None,
+        limit: Optional[int] = None,
+        before: Optional[str] = None,
+    ) -> DirectivePage:
+        """Your directives, newest first: ``role`` ``issued``/``assigned`` (assigned includes
+        your groups'), ``status`` ``open`` or a state; ``before=page.next_before`` continues."""
+        return await self._directives.list(role=role, status=status, type=type, limit=limit, before=before)
+
+    async def start_directive(self, directive_id: str) -> Directive:
+        """Start (claim) a requested directive you are assigned: ``started``, ``claimed_by`` you.
+        ``AlreadyClaimed`` (``.claimed_by``) when another member of the group has it;
+        ``InvalidTransition`` (``.directive``) when it is no longer requested."""
+        return await self._directives.act(directive_id, "start", {})
+
+    async def progress_directive(
+        self, directive_id: str, message: Optional[str] = None, percent: Optional[int] = None
+    ) -> Directive:
+        """Report progress on a directive you claimed (``message`` ≤ 1,000 chars, ``percent``
+        0–100); it replaces the previous report and sends no signal."""
+        return await self._directives.act(directive_id, "progress", clean({"message": message, "percent": percent}))
+
+    async def complete_directive(self, directive_id: str, result: Optional[Mapping[str, Any]] = None) -> Directive:
+        """Complete a directive with ``result`` (a JSON object, ≤ 64 KiB; default ``{}``): by
+        its claimer, or by the assignee straight from ``requested`` (claims and completes)."""
+        return await self._directives.act(directive_id, "complete", {"result": {} if result is None else result})
+
+    async def fail_directive(self, directive_id: str, code: str, message: str = "") -> Directive:
+        """Fail a directive (as ``complete_directive``) with a failure ``code`` (≤ 64 chars)
+        and ``message``."""
+        return await self._directives.act(directive_id, "fail", {"failure": {"code": code, "message": message}})
+
+    async def reject_directive(self, directive_id: str, reason: Optional[str] = None) -> Directive:
+        """Decline a requested directive you are assigned. For a group you decline for yourself;
+        it is ``rejected`` once every member has declined."""
+        return await self._directives.act(directive_id, "reject", clean({"reason": reason}))
+
+    async def cancel_directive(self, directive_id: str, reason: Optional[str] = None) -> Directive:
+        """Cancel an open directive you issued (``Forbidden`` for anyone else). A
+        ``run_directive`` of this client waiting on it raises ``DirectiveCanceled``."""
+        return await self._directives.act(directive_id, "cancel", clean({"reason": reason}))
+
+    async def run_directive(
+        self,
+        to: str,
+        type: str,
+        params: Optional[Mapping[str, Any]] = None,
+        timeout: Optional[float] = None,
+        *,
+        idempotency_key: Optional[str] = None,
+        deadline_seconds: Optional[int] = None,
+        correlation_id: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Create a directive and wait for it to end; return its ``result``.
+
+        The wait is on the lifecycle signals the bus sends the issuer over the session
+        (``DirectiveCompleted`` and the others, ``correlation_id`` = the directive's id), not a
+        poll; each one it consumes is acked and never reaches ``on_signal`` / ``receive()``.
+        Raises ``DirectiveFailed`` (``.directive.failure``), ``DirectiveRejected``,
+        ``DirectiveExpired`` or ``DirectiveCanceled`` (each a ``DirectiveEnded`` carrying
+        ``.directive``); ``DirectiveTimeout`` (a ``TimeoutError``) when it has not ended within
+        ``timeout`` seconds — the directive is left as it is. Without ``timeout`` it waits until
+        the directive ends, which its deadline bounds. Needs an open session: without one it
+        raises ``TransportError`` at once and creates nothing. The create's errors as
+        ``create_directive``; ``UsageError`` for a ``timeout`` that is not positive."""
+        return await self._directives.run(
+            to,
+            type,
+            params,
+            timeout,
+            idempotency_key=idempotency_key,
+            deadline_seconds=deadline_seconds,
+            correlation_id=correlation_id,
+        )
+
+    def on_directive(self, type_pattern: str, handler: DirectiveHandler) -> None:
+        """Serve directives whose type matches ``type_pattern`` (exact, or a prefix ending in
+        ``*``: ``"package.*"``; the most specific registered pattern wins).
+
+        On each ``DirectiveRequested`` signal of a matching type the client starts the directive
+        — skipping it when another member claimed it or it already ended — and calls
+        ``handler(directive, progress)`` (plain or ``async``; ``progress(message=None,
+        percent=None)`` reports progress). A returned dict completes the directive with it as
+        ``result`` (any other value ``v`` as ``{"value": v}``, ``None`` as ``{}``); an exception
+        fails it with ``code`` = the exception's class name and ``message`` = ``str(e)``. The
+        request signal is acked either way (and never reaches ``on_signal`` / ``receive()``).
+        Handlers run like signal handlers, at most ``max_concurrent_handlers`` at once (a count
+        of their own); one still running at ``close()`` is cancelled and its request comes back
+        on the next session, where the directive this identity started is resumed (the handler
+        runs again). Register before ``connect()`` so the requests of the startup drain reach it.
+        ``UsageError`` for a bad or duplicate pattern."""
+        self._directives.on_directive(type_pattern, handler)
+
+    # -- groups (CONTRACT §15) --------------------------------------------------------------
+
+    async def groups(self) -> List[Group]:
+        """Your tenant's groups, sorted by name (each member by identity only)."""
+        data = await self._api.request("GET", "/v1/groups")
+        return [Group.from_json(g) for g in data.get("groups") or []]
+
+    async def group(self, name: str) -> Group:
+        """One group (``"@reviewers"`` or ``"reviewers"``) with each member's recipient state;
+        ``UnknownGroup`` for no such group."""
+        return Group.from_json(await self._api.request("GET", group_path(name)))
+
+    async def join_group(self, name: str) -> Group:
+        """Join a self-join group (``Forbidden`` for one that is not). With ``announce`` the
+        other members receive ``PeerJoined``."""
+        return Group.from_json(await self._api.request("POST", group_path(name) + "/join", body={}))
+
+    async def leave_group(self, name: str) -> Group:
+        """Leave a self-join group (``Forbidden`` for one that is not)."""
+        return Group.from_json(await self._api.request("POST", group_path(name) + "/leave", body={}))
 
     # `list` last, so that the name does not shadow the builtin in the annotations above.
     async def list(

@@ -1,6 +1,7 @@
 """Delivery of pushed signals: each one once (redeliveries dropped by id in a bounded window,
-re-acked when already handled), to a waiting ``ask``, to the handler or to ``receive()``; and
-the acks after the handler returns, batched.
+re-acked when already handled), to a route that claims it (a ``run_directive`` waiting, an
+``on_directive`` worker), to a waiting ``ask``, to the handler or to ``receive()``; and the
+acks after the handler returns, batched.
 
 Deliberately no I/O of its own: the session engine (``session.py``) hands it each pushed
 signal and gives it the function that sends an ack batch, so it imports neither the session
@@ -21,6 +22,16 @@ from .types import Signal
 log = logging.getLogger("signalbus_client")
 
 Handler = Callable[[Signal], Union[None, Awaitable[None]]]
+
+
+class Route:
+    """A claim on pushed signals: each one ``match`` accepts goes to ``take`` instead of the
+    handler or ``receive()``. The taker settles it (``Delivery.settle``) when it is done with it:
+    only then is it acked (until then a redelivery is dropped as a duplicate)."""
+
+    def __init__(self, match: Callable[[Signal], bool], take: Callable[[Signal], None]) -> None:
+        self.match = match
+        self.take = take
 
 
 class Delivery:
@@ -47,6 +58,7 @@ class Delivery:
         self._send_acks = send_acks
         self._seen: "OrderedDict[str, bool]" = OrderedDict()  # id -> handled (True) / in progress (False)
         self._asks: Dict[str, asyncio.Future[Signal]] = {}
+        self._routes: List[Route] = []
         self._inbox: "asyncio.Queue[Signal]" = asyncio.Queue()
         self._ack_buffer: List[str] = []
         self._ack_tasks: "set[asyncio.Task[None]]" = set()
@@ -84,6 +96,26 @@ class Delivery:
     def forget_reply(self, correlation_id: str) -> None:
         self._asks.pop(correlation_id, None)
 
+    def add_route(self, route: Route) -> Route:
+        """Claim the signals ``route.match`` accepts (checked newest route first, before asks)."""
+        self._routes.insert(0, route)
+        return route
+
+    def remove_route(self, route: Route) -> None:
+        if route in self._routes:
+            self._routes.remove(route)
+
+    def settle(self, signal_id: str) -> None:
+        """A routed signal is done with: remember it as handled and ack it (always — its taker
+        consumed it, and no caller ever sees it to ack it)."""
+        self._remember(signal_id, True)
+        self._queue_ack(signal_id, now=True)
+
+    def release(self, signal_id: str) -> None:
+        """A routed signal its taker gave up on: forgotten, not acked — the bus hands it out
+        again on the next session, and it is taken again then."""
+        self._seen.pop(signal_id, None)
+
     def _remember(self, signal_id: str, handled: bool) -> None:
         self._seen[signal_id] = handled
         self._seen.move_to_end(signal_id)
@@ -99,6 +131,11 @@ class Delivery:
             if handled and self._auto_ack:
                 self._queue_ack(sig.id)  # the first ack may have died with the old session
             return
+        for route in self._routes:
+            if route.match(sig):
+                self._remember(sig.id, False)
+                route.take(sig)
+                return
         if sig.correlation_id and sig.correlation_id in self._asks:
             fut = self._asks.pop(sig.correlation_id)
             self._remember(sig.id, True)
@@ -110,9 +147,9 @@ class Delivery:
         self._remember(sig.id, False)
         self._inbox.put_nowait(sig)
 
-    def _queue_ack(self, signal_id: str) -> None:
+    def _queue_ack(self, signal_id: str, *, now: bool = False) -> None:
         self._ack_buffer.append(signal_id)
-        if len(self._ack_buffer) >= 100 or self._inbox.empty():
+        if now or len(self._ack_buffer) >= 100 or self._inbox.empty():
             task = asyncio.get_running_loop().create_task(self._flush_acks_logged())
             self._ack_tasks.add(task)  # keep a reference until it is done
             task.add_done_callback(self._ack_tasks.discard)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+if TYPE_CHECKING:  # types.py imports this module (lazily); the annotation only needs the name
+    from .types import Directive
 
 
 class SignalbusError(Exception):
@@ -61,6 +64,10 @@ HTTP_STATUS: dict[str, int] = {
     "unknown_recipient": 404,
     "recipient_unavailable": 409,
     "already_registered": 409,
+    "invalid_transition": 409,
+    "already_claimed": 409,
+    "idempotency_conflict": 409,
+    "unknown_group": 404,
     "payload_too_large": 413,
     "rate_limited": 429,
     "internal": 500,
@@ -118,6 +125,52 @@ class RecipientUnavailable(SignalbusError):
 class AlreadyRegistered(SignalbusError):
     code = "already_registered"
     hint = "the identity exists: rotate its token instead of registering it again"
+
+
+class UnknownGroup(SignalbusError):
+    code = "unknown_group"
+    hint = "no such group in your tenant: create it (admin create_group) or fix the name"
+
+
+def _directive_of(obj: Any) -> "Optional[Directive]":
+    from .types import Directive  # below this module in the layout: imported when asked
+
+    return Directive.from_json(obj) if isinstance(obj, Mapping) else None
+
+
+class InvalidTransition(SignalbusError):
+    """The directive's state does not allow the action (completing a completed one, starting a
+    canceled one, ...). ``directive`` is the directive as it is now."""
+
+    code = "invalid_transition"
+    hint = "the directive moved on: read .directive (its status) and act on that"
+
+    @property
+    def directive(self) -> "Optional[Directive]":
+        return _directive_of(self.details.get("directive"))
+
+
+class AlreadyClaimed(SignalbusError):
+    """Another member of the group started (claimed) the directive first. ``claimed_by`` names it."""
+
+    code = "already_claimed"
+    hint = "another member has it: leave it to them"
+
+    @property
+    def claimed_by(self) -> Optional[str]:
+        return self.details.get("claimed_by")
+
+
+class IdempotencyConflict(SignalbusError):
+    """The ``idempotency_key`` already names one of your directives with another ``to``,
+    ``type`` or ``params``; ``directive_id`` is that directive's."""
+
+    code = "idempotency_conflict"
+    hint = "the idempotency_key is taken by another directive: use a fresh key, or repeat that directive's request"
+
+    @property
+    def directive_id(self) -> Optional[str]:
+        return self.details.get("directive_id")
 
 
 class PayloadTooLarge(SignalbusError):
@@ -220,6 +273,69 @@ class AskTimeout(SignalbusError):
         return self.details.get("correlation_id")
 
 
+class DirectiveEnded(SignalbusError):
+    """Base of what ``run_directive`` raises when the directive ended without a result:
+    ``DirectiveFailed``, ``DirectiveRejected``, ``DirectiveExpired``, ``DirectiveCanceled``.
+    ``directive`` is the directive as it ended (``failure``, ``reason``, ``declined_by``, ...)."""
+
+    code = "directive_ended"
+
+    def __init__(self, message: str, *, directive: "Directive", **kwargs: Any) -> None:
+        self.directive = directive
+        details = {"directive_id": directive.directive_id, **dict(kwargs.pop("details", None) or {})}
+        super().__init__(message, details=details, **kwargs)
+
+    @property
+    def directive_id(self) -> str:
+        return self.directive.directive_id
+
+
+class DirectiveFailed(DirectiveEnded):
+    """The worker failed the directive: ``directive.failure`` has its ``code`` and ``message``."""
+
+    code = "directive_failed"
+    hint = "the worker reported a failure: see .directive.failure"
+
+
+class DirectiveRejected(DirectiveEnded):
+    """The assignee (every member, for a group) declined the directive: ``directive.reason``."""
+
+    code = "directive_rejected"
+    hint = "the assignee declined it: see .directive.reason and .directive.declined_by"
+
+
+class DirectiveExpired(DirectiveEnded):
+    """The directive was still open at its deadline: the bus expired it."""
+
+    code = "directive_expired"
+    hint = "nobody finished it before its deadline: is a worker running for its type? give a longer deadline_seconds"
+
+
+class DirectiveCanceled(DirectiveEnded):
+    """The issuer canceled the directive (``directive.reason``)."""
+
+    code = "directive_canceled"
+    hint = "the directive was canceled: see .directive.reason"
+
+
+class DirectiveTimeout(SignalbusError, TimeoutError):
+    """``run_directive`` waited ``timeout`` seconds and the directive had not ended. It is left as
+    it is (still open: cancel it with ``cancel_directive`` if it no longer matters); ``directive``
+    is its state when the wait gave up. Also a ``TimeoutError``."""
+
+    code = "directive_timeout"
+    hint = "the directive is still open: wait longer (get_directive(id, wait=...)) or cancel it"
+
+    def __init__(self, message: str, *, directive: "Directive", **kwargs: Any) -> None:
+        self.directive = directive
+        details = {"directive_id": directive.directive_id, **dict(kwargs.pop("details", None) or {})}
+        super().__init__(message, details=details, **kwargs)
+
+    @property
+    def directive_id(self) -> str:
+        return self.directive.directive_id
+
+
 class ProtocolError(SignalbusError):
     code = "protocol"
     hint = "the bus answered something this client does not understand: check the versions"
@@ -235,6 +351,10 @@ _BY_CODE: dict[str, type[SignalbusError]] = {
         UnknownRecipient,
         RecipientUnavailable,
         AlreadyRegistered,
+        UnknownGroup,
+        InvalidTransition,
+        AlreadyClaimed,
+        IdempotencyConflict,
         PayloadTooLarge,
         RateLimited,
         Unavailable,
@@ -278,6 +398,7 @@ DEFINITIVE_CODES = frozenset(
         "forbidden",
         "not_found",
         "unknown_recipient",
+        "unknown_group",
         "recipient_unavailable",
         "payload_too_large",
     }

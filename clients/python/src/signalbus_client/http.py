@@ -8,8 +8,8 @@ falls back to it, ``client.py`` spools a send), and it imports nothing of the cl
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Mapping, Optional
-from urllib.parse import urlencode
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -19,6 +19,11 @@ from .errors import NOTHING_SENT, ProtocolError, RateLimited, RequestTimeout, Tr
 def clean(obj: Mapping[str, Any]) -> Dict[str, Any]:
     """``obj`` without its ``None`` values (the bus's defaults apply to fields left out)."""
     return {k: v for k, v in obj.items() if v is not None}
+
+
+def group_path(name: str) -> str:
+    """``/v1/groups/<name>``: in paths a group goes without its ``@`` (either spelling is taken)."""
+    return "/v1/groups/" + quote(name[1:] if name.startswith("@") else name, safe="")
 
 
 class HttpApi:
@@ -42,7 +47,29 @@ class HttpApi:
         params: Optional[Mapping[str, Any]] = None,
         ok_statuses: Iterable[int] = (),
         dedupe_key: Optional[str] = None,
+        timeout: Optional[float] = None,
     ) -> Any:
+        """The answer's JSON (see ``exchange``)."""
+        _, data = await self.exchange(
+            method, path, body=body, params=params, ok_statuses=ok_statuses, dedupe_key=dedupe_key, timeout=timeout
+        )
+        return data
+
+    async def exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Optional[Mapping[str, Any]] = None,
+        ok_statuses: Iterable[int] = (),
+        dedupe_key: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Tuple[int, Any]:
+        """One request: its status and JSON when 2xx (or in ``ok_statuses``), else the typed
+        error. ``timeout`` (default: the client's) is for calls the bus holds on purpose (a
+        ``wait``)."""
+        timeout = self._timeout if timeout is None else timeout
         url = self.url + path
         if params:
             query = urlencode({k: v for k, v in params.items() if v is not None})
@@ -51,9 +78,9 @@ class HttpApi:
         headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}
         details = {"dedupe_key": dedupe_key} if dedupe_key else {}
         try:
-            response = await self._http.request(method, url, json=body, headers=headers, timeout=self._timeout)
+            response = await self._http.request(method, url, json=body, headers=headers, timeout=timeout)
         except httpx.TimeoutException as exc:
-            raise RequestTimeout(f"{method} {path}: no answer within {self._timeout}s ({exc.__class__.__name__})", details=details) from exc
+            raise RequestTimeout(f"{method} {path}: no answer within {timeout}s ({exc.__class__.__name__})", details=details) from exc
         except httpx.ConnectError as exc:  # before the request: the bus got nothing
             raise TransportError(f"{method} {path}: cannot connect to the bus ({exc})", hint=NOTHING_SENT, details=details) from exc
         except httpx.TransportError as exc:
@@ -65,7 +92,7 @@ class HttpApi:
         if 200 <= response.status_code < 300 or response.status_code in ok_statuses:
             if data is None and response.status_code != 204:
                 raise ProtocolError(f"{method} {path}: the bus answered {response.status_code} without a JSON body")
-            return data
+            return response.status_code, data
         if data is None and response.status_code in (502, 504):
             raise TransportError(f"{method} {path}: a proxy answered {response.status_code}; the bus may not have seen the request", status=response.status_code, details=details)
         if data is None and response.status_code == 429:

@@ -114,6 +114,11 @@ class Session:
         return self._connected.is_set()
 
     @property
+    def request_timeout(self) -> float:
+        """How long a call waits for its answer (seconds)."""
+        return self._request_timeout
+
+    @property
     def open(self) -> bool:
         """A session is open now (calls go over it)."""
         return self._ws is not None

@@ -1,17 +1,24 @@
-"""Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10)."""
+"""Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10, §14, §15)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Union
+
+if TYPE_CHECKING:
+    from .errors import SignalbusError
 
 DeliveryClass = Literal["sync", "async"]
 RecipientState = Literal["available", "not_available_stale", "not_available_offline"]
 PublishPath = Literal["pushed_to_ws", "buffered_for_piggyback", "queued_offline"]
 RecallOutcome = Literal["recalled", "already_delivered", "already_expired", "not_found"]
 SessionKind = Literal["daemon", "shim", "interactive"]
+DirectiveStatus = Literal["requested", "started", "completed", "failed", "rejected", "canceled", "expired"]
+
+# CONTRACT §14: the states a directive never leaves.
+TERMINAL_STATUSES = frozenset({"completed", "failed", "rejected", "canceled", "expired"})
 
 _FRACTION = re.compile(r"\.(\d+)")
 
@@ -153,7 +160,93 @@ class Spooled:
         return None
 
 
-SendOutcome = Union[SendResult, Spooled]
+@dataclass(frozen=True)
+class MemberResult:
+    """One member's part of a send to a group (CONTRACT §15): accepted (``signal_id``, and the
+    §4 answer's ``delivered``, ``queued``, ...) or not (``error``: the typed error of that
+    member alone — ``RecipientUnavailable`` with the bounce's ``.signal_id``,
+    ``UnknownRecipient``, ``Unavailable``: not accepted, ...)."""
+
+    to: str
+    signal_id: Optional[str] = None
+    delivered: bool = False
+    queued: bool = False
+    recipient_state: Optional[str] = None
+    publish_path: Optional[str] = None
+    error: "Optional[SignalbusError]" = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        """The bus accepted this member's signal."""
+        return self.error is None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "MemberResult":
+        err = obj.get("error")
+        if isinstance(err, Mapping):
+            from .errors import error_from_body
+
+            to = _req(obj, "to")
+            body = dict(err)
+            body.setdefault("message", f"the signal to {to} was not accepted ({body.get('code', 'error')})")
+            return cls(to=to, error=error_from_body(body), raw=dict(obj))
+        return cls(
+            to=_req(obj, "to"),
+            signal_id=_req(obj, "signal_id"),
+            delivered=bool(obj.get("delivered", False)),
+            queued=bool(obj.get("queued", False)),
+            recipient_state=obj.get("recipient_state"),
+            publish_path=obj.get("publish_path"),
+            raw=dict(obj),
+        )
+
+
+@dataclass(frozen=True)
+class FanoutResult:
+    """The answer to a send to a group (``to="@name"``, CONTRACT §15): one ``MemberResult`` per
+    member other than the sender, sorted by identity, all under one ``fanout_id`` (recall them
+    together with ``recall_many(fanout_id=...)``). Each entry is true on its own: some members may
+    be accepted while others bounced. Repeating the send with its ``dedupe_key`` answers the same
+    signals and sends to nobody twice."""
+
+    fanout_id: str
+    to: str
+    results: list[MemberResult]
+    dedupe_key: Optional[str] = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    spooled = False
+
+    @property
+    def signal_id(self) -> None:
+        """No single signal: one per member (``results[i].signal_id``). Like ``Spooled``'s."""
+        return None
+
+    @property
+    def signal_ids(self) -> list[str]:
+        """The accepted members' signal ids."""
+        return [r.signal_id for r in self.results if r.signal_id is not None]
+
+    def result_for(self, identity: str) -> Optional[MemberResult]:
+        """The entry of ``identity``, if it was a member."""
+        return next((r for r in self.results if r.to == identity), None)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], dedupe_key: Optional[str] = None) -> "FanoutResult":
+        return cls(
+            fanout_id=_req(obj, "fanout_id"),
+            to=_req(obj, "to"),
+            results=[MemberResult.from_json(r) for r in obj.get("results") or []],
+            dedupe_key=dedupe_key,
+            raw=dict(obj),
+        )
+
+
+# What ``send`` answers: ``SendResult`` (an identity), ``Spooled`` (kept for later) or
+# ``FanoutResult`` (a group). Each has ``.spooled``, ``.dedupe_key`` and ``.signal_id`` (``None``
+# unless a single signal was accepted).
+SendOutcome = Union[SendResult, Spooled, FanoutResult]
 
 
 @dataclass(frozen=True)
@@ -163,6 +256,23 @@ class RecallResult:
     @property
     def recalled(self) -> bool:
         return self.outcome == "recalled"
+
+
+@dataclass(frozen=True)
+class RecallEntry:
+    """One signal of a ``recall_many``: what became of it (CONTRACT §6 outcomes)."""
+
+    signal_id: str
+    to: str
+    outcome: RecallOutcome
+
+    @property
+    def recalled(self) -> bool:
+        return self.outcome == "recalled"
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "RecallEntry":
+        return cls(signal_id=_req(obj, "signal_id"), to=obj.get("to", ""), outcome=_req(obj, "outcome"))
 
 
 @dataclass(frozen=True)
@@ -233,6 +343,161 @@ class SignalRow:
 class SignalPage:
     signals: list[SignalRow]
     next_cursor: Optional[str]
+
+
+@dataclass(frozen=True)
+class DirectiveProgress:
+    """The claimer's latest progress report."""
+
+    message: Optional[str]
+    percent: Optional[int]
+    at: Optional[datetime]
+
+
+@dataclass(frozen=True)
+class DirectiveFailure:
+    """Why the worker failed the directive (``on_directive``: ``code`` is the exception's class)."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Directive:
+    """A directive (CONTRACT §14): work asked of an assignee — an identity, or any one member of
+    a ``@group`` — with its lifecycle. The answer of every directive call, and the payload of
+    every lifecycle signal (``Directive.from_json(sig.payload)``).
+
+    ``created`` is ``True`` when ``create_directive`` made it (201) and ``False`` for an
+    idempotent repeat (200: the existing directive, as it is now) or any other answer.
+    """
+
+    directive_id: str
+    type: str
+    issuer: str
+    assignee: str
+    status: DirectiveStatus
+    params: Mapping[str, Any]
+    created_at: datetime
+    deadline: datetime
+    idempotency_key: str
+    claimed_by: Optional[str] = None
+    started_at: Optional[datetime] = None
+    finished_at: Optional[datetime] = None
+    progress: Optional[DirectiveProgress] = None
+    result: Optional[Mapping[str, Any]] = None
+    failure: Optional[DirectiveFailure] = None
+    reason: Optional[str] = None
+    declined_by: list[str] = field(default_factory=list)
+    correlation_id: Optional[str] = None
+    redacted: list[str] = field(default_factory=list)
+    created: bool = False
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def id(self) -> str:
+        return self.directive_id
+
+    @property
+    def terminal(self) -> bool:
+        """It ended (completed, failed, rejected, canceled or expired): final."""
+        return self.status in TERMINAL_STATUSES
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], created: bool = False) -> "Directive":
+        progress = obj.get("progress")
+        failure = obj.get("failure")
+        result = obj.get("result")
+        return cls(
+            directive_id=_req(obj, "directive_id"),
+            type=_req(obj, "type"),
+            issuer=_req(obj, "issuer"),
+            assignee=_req(obj, "assignee"),
+            status=_req(obj, "status"),
+            params=dict(obj.get("params") or {}),
+            created_at=parse_time(_req(obj, "created_at")),  # type: ignore[arg-type]
+            deadline=parse_time(_req(obj, "deadline")),  # type: ignore[arg-type]
+            idempotency_key=obj.get("idempotency_key") or "",
+            claimed_by=obj.get("claimed_by"),
+            started_at=parse_time(obj.get("started_at")),
+            finished_at=parse_time(obj.get("finished_at")),
+            progress=(
+                DirectiveProgress(
+                    message=progress.get("message"), percent=progress.get("percent"), at=parse_time(progress.get("at"))
+                )
+                if isinstance(progress, Mapping)
+                else None
+            ),
+            result=dict(result) if isinstance(result, Mapping) else None,
+            failure=(
+                DirectiveFailure(code=str(failure.get("code", "")), message=str(failure.get("message", "")))
+                if isinstance(failure, Mapping)
+                else None
+            ),
+            reason=obj.get("reason"),
+            declined_by=list(obj.get("declined_by") or []),
+            correlation_id=obj.get("correlation_id"),
+            redacted=list(obj.get("redacted") or []),
+            created=created,
+            raw=dict(obj),
+        )
+
+
+@dataclass(frozen=True)
+class DirectivePage:
+    """One page of ``list_directives``, newest first; pass ``before=next_before`` for the next."""
+
+    directives: list[Directive]
+    next_before: Optional[str]
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    identity: str
+    recipient_state: Optional[str] = None
+    added_at: Optional[datetime] = None
+    added_by: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group (CONTRACT §15) with its members and their recipient state. ``name`` carries the
+    ``@`` (``"@reviewers"``)."""
+
+    name: str
+    self_join: bool
+    announce: bool
+    members: list[GroupMember]
+    created_at: Optional[datetime] = None
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def identities(self) -> list[str]:
+        return [m.identity for m in self.members]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Group":
+        members = []
+        for m in obj.get("members") or []:
+            if isinstance(m, str):  # a listing's member is a bare name
+                members.append(GroupMember(identity=m))
+            else:
+                members.append(
+                    GroupMember(
+                        identity=_req(m, "identity"),
+                        recipient_state=m.get("recipient_state"),
+                        added_at=parse_time(m.get("added_at")),
+                        added_by=m.get("added_by"),
+                    )
+                )
+        return cls(
+            name=_req(obj, "group"),
+            self_join=bool(obj.get("self_join", False)),
+            announce=bool(obj.get("announce", True)),
+            members=members,
+            created_at=parse_time(obj.get("created_at")),
+            raw=dict(obj),
+        )
 
 
 @dataclass(frozen=True)
