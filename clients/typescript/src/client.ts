@@ -613,7 +613,7 @@ export class Client {
    * come (they never reach `onSignal` or `receive()`): each is started (claimed) first — one
    * another member claimed, or that ended, is skipped — then `handler(directive, progress,
    * signal)` runs; what it returns completes the directive (a plain object as the result,
-   * nothing as `{}`, anything else as `{value: …}`), what it throws fails it (code: the error's
+   * nothing (`undefined`) as `{}`, anything else as `{value: …}`), what it throws fails it (code: the error's
    * name — for a class that sets none, its class's name; message: its message). `signal` aborts
    * when the directive is canceled or expires meanwhile, or the client closes. The request is
    * acked once settled. Register before `connect()` to handle the requests that waited for you.

@@ -53,7 +53,7 @@ export type ProgressReporter = (report?: ProgressReport) => Promise<Directive>;
 /**
  * An `onDirective` handler: does the work of `directive` (already started: claimed by you),
  * reporting `progress` as it goes. What it returns (or resolves to) completes the directive — a
- * plain object as the result, nothing (`undefined`, `null`) as `{}`, anything else as
+ * plain object as the result, nothing (`undefined`) as `{}`, anything else (`null` too) as
  * `{value: …}`; what it throws fails it (code: the error's name — for a class that sets none, the
  * class's name; message: its message). `signal` aborts when the directive is canceled or expires
  * meanwhile, or the client closes (its end is then not the handler's to report).
@@ -110,8 +110,8 @@ function checkPattern(pattern: string): void {
 
 /** A handler's return value as a directive result: a plain object as it is, nothing as `{}`, anything else `{value: …}`. */
 function asResult(value: unknown): Record<string, unknown> {
-  if (value === undefined || value === null) return {};
-  if (typeof value === "object" && !Array.isArray(value)) {
+  if (value === undefined) return {};
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {
     const proto = Object.getPrototypeOf(value) as unknown;
     if (proto === Object.prototype || proto === null) return value as Record<string, unknown>;
   }
