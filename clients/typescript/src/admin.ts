@@ -1,7 +1,7 @@
-/** Admin calls with the admin token: register, rotate, remove, roster, rebuild. */
+/** Admin calls with the admin token: register, rotate, remove, roster, rebuild, groups and their members. */
 
 import { HttpApi, type FetchLike } from "./http.js";
-import { parseAgent, parseRemoval, type Agent, type Registration, type Removal, type SessionKind } from "./types.js";
+import { parseAgent, parseGroup, parseRemoval, type Agent, type Group, type Registration, type Removal, type SessionKind } from "./types.js";
 
 export interface AdminOptions {
   requestTimeoutMs?: number;
@@ -9,6 +9,8 @@ export interface AdminOptions {
 }
 
 const enc = encodeURIComponent;
+/** A group's name in a path: without its `@`. */
+const groupPath = (name: string): string => enc(name.replace(/^@/, ""));
 
 export class AdminClient {
   private readonly api: HttpApi;
@@ -49,5 +51,49 @@ export class AdminClient {
 
   async rebuild(): Promise<Record<string, unknown>> {
     return this.api.request("POST", "/v1/admin/rebuild");
+  }
+
+  // -- groups (CONTRACT §15) --------------------------------------------------------------------
+
+  /**
+   * Create a group (`"@builders"` or `"builders"`), or update its settings: `created` is true when
+   * it is new (201). `selfJoin` (the bus's default false) lets agents join and leave it
+   * themselves; `announce` (default true) tells the members of each join and leave (`PeerJoined`,
+   * `PeerLeft`). Settings not given are left to the bus.
+   */
+  async createGroup(name: string, options: { selfJoin?: boolean; announce?: boolean; tenant?: string } = {}): Promise<Group & { created: boolean }> {
+    const body: Record<string, unknown> = {};
+    if (options.tenant !== undefined) body.tenant = options.tenant;
+    if (options.selfJoin !== undefined) body.self_join = options.selfJoin;
+    if (options.announce !== undefined) body.announce = options.announce;
+    const { status, data } = await this.api.answer<Record<string, unknown>>("PUT", `/v1/groups/${groupPath(name)}`, { body });
+    return { ...parseGroup(data), created: status === 201 };
+  }
+
+  /** Delete a group; `UnknownGroup` when there is none. Resolves to the bus's answer (`group` with its `@`, `deleted`). */
+  async deleteGroup(name: string, options: { tenant?: string } = {}): Promise<{ group: string; deleted: boolean }> {
+    const d = await this.api.request<Record<string, unknown>>("DELETE", `/v1/groups/${groupPath(name)}`, { params: { tenant: options.tenant } });
+    return { group: (d.group as string | undefined) ?? `@${name.replace(/^@/, "")}`, deleted: Boolean(d.deleted) };
+  }
+
+  /** Add a member (idempotent); `UnknownRecipient` for an identity that is not registered. Resolves to the group. */
+  async addMember(name: string, identity: string, options: { tenant?: string } = {}): Promise<Group> {
+    return parseGroup(await this.api.request("PUT", `/v1/groups/${groupPath(name)}/members/${enc(identity)}`, { params: { tenant: options.tenant } }));
+  }
+
+  /** Remove a member (idempotent). Resolves to the group. */
+  async removeMember(name: string, identity: string, options: { tenant?: string } = {}): Promise<Group> {
+    return parseGroup(await this.api.request("DELETE", `/v1/groups/${groupPath(name)}/members/${enc(identity)}`, { params: { tenant: options.tenant } }));
+  }
+
+  /** One group of a tenant (default: the default tenant), with each member's recipient state; `UnknownGroup` when there is none. */
+  async group(name: string, options: { tenant?: string } = {}): Promise<Group> {
+    return parseGroup(await this.api.request("GET", `/v1/groups/${groupPath(name)}`, { params: { tenant: options.tenant } }));
+  }
+
+  /** A tenant's groups (default: the default tenant), sorted by name. */
+  async groups(options: { tenant?: string } = {}): Promise<Group[]> {
+    const d = await this.api.request<{ groups?: Record<string, unknown>[] }>("GET", "/v1/groups", { params: { tenant: options.tenant } });
+    return (d.groups ?? []).map(parseGroup);
   }
 }

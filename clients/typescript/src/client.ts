@@ -1,15 +1,17 @@
 /**
  * The agent's `Client`, a thin facade: it shapes each call (send, ask, recall, ack, inbox, facts,
- * ...) and hands it to the engine below — the session (`session.ts`: transport, supervisor;
- * `delivery.ts`: dedupe, dispatch, acks), the HTTP API (`http.ts`) and the spool replay
- * (`replay.ts`).
+ * groups, ...) and hands it to the engine below — the session (`session.ts`: transport,
+ * supervisor; `delivery.ts`: dedupe, dispatch, acks), the HTTP API (`http.ts`), the spool replay
+ * (`replay.ts`) and the directives (`directives.ts`: calls, `runDirective`, the worker).
  *
  * Deliberately no protocol here: the engine modules never import this one, so each layer is read
  * and tested alone. The admin calls are `admin.ts`.
  */
 
+import { Directives, type DirectiveHandler, type ProgressReport, type RunDirectiveOptions } from "./directives.js";
 import { AskTimeout, ClientClosed, NOTHING_SENT, TransportError, Unavailable, UsageError, errorFromBody, forSend } from "./errors.js";
 import { HttpApi, type FetchLike } from "./http.js";
+import { randomId } from "./ids.js";
 import { consoleLogger, type Logger } from "./logger.js";
 import { Replayer, type ReplayCallback, type ReplayReport } from "./replay.js";
 import type { SignalHandler } from "./delivery.js";
@@ -18,14 +20,25 @@ import { DEFAULT_MAX_AGE_MS, DEFAULT_MAX_BYTES, type SpoolStore } from "./spool.
 import {
   defaultClass,
   parseAgent,
+  parseFanout,
+  parseGroup,
+  parseRecallMany,
   parseSendResult,
   parseSignal,
   parseSignalRow,
   type Agent,
+  type CreateDirectiveOptions,
+  type Directive,
+  type DirectivePage,
   type FactPage,
-  type Json,
+  type FanoutResult,
+  type Group,
+    type Json,
+  type ListDirectivesOptions,
+  type RecallEntry,
   type PluginState,
   type RecallOutcome,
+  type SendAnswer,
   type SendOptions,
   type SendOutcome,
   type SessionKind,
@@ -36,6 +49,7 @@ import {
 
 export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
 export type { SignalHandler } from "./delivery.js";
+export type { DirectiveHandler, ProgressReport, ProgressReporter, RunDirectiveOptions } from "./directives.js";
 export type { ConnectionEvent, WebSocketConstructor, WebSocketLike } from "./session.js";
 
 export interface ClientOptions {
@@ -47,7 +61,8 @@ export interface ClientOptions {
   /**
    * How many `onSignal` calls may run at once (default 1). With 1, signals are handled one after
    * the other in the order they arrived; with more, they start in that order but may finish (and
-   * be acked) in any order — a slow handler no longer holds back the next signal.
+   * be acked) in any order — a slow handler no longer holds back the next signal. The same bound
+   * applies, separately, to `onDirective` handlers.
    */
   maxConcurrentHandlers?: number;
   /** Node: a directory for the offline buffer (a `FileSpool`). */
@@ -79,15 +94,6 @@ export interface ClientOptions {
 }
 
 
-function randomId(): string {
-  const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
-  if (c?.randomUUID) return c.randomUUID();
-  return "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx".replace(/[xy]/g, (ch) => {
-    const r = Math.floor(Math.random() * 16);
-    return (ch === "x" ? r : (r & 0x3) | 0x8).toString(16);
-  });
-}
-
 function clean(o: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(o)) if (v !== undefined && v !== null) out[k] = v;
@@ -95,6 +101,11 @@ function clean(o: Record<string, unknown>): Record<string, unknown> {
 }
 
 const enc = encodeURIComponent;
+/** A group's name in a path: without its `@` (`"@reviewers"` and `"reviewers"` name the same group). */
+const groupPath = (name: string): string => enc(name.replace(/^@/, ""));
+
+/** What `recallMany` recalls: every signal of one group send, or every signal you sent with one correlation id. */
+export type RecallManyTarget = { fanoutId: string; correlationId?: undefined } | { correlationId: string; fanoutId?: undefined };
 
 /**
  * An agent's client. `await client.connect()` opens a WebSocket session and keeps it open: it
@@ -110,6 +121,7 @@ export class Client {
   private readonly api: HttpApi;
   private readonly session: Session;
   private readonly replayer: Replayer | undefined;
+  private readonly directives: Directives;
   private readonly spoolStore: Promise<SpoolStore> | undefined;
   private readonly connectTimeoutMs: number;
   private readonly listeners = new Map<ConnectionEvent, Set<() => void>>();
@@ -136,6 +148,7 @@ export class Client {
       logger,
       WebSocket: options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket,
     });
+    this.directives = new Directives(this.api, this.session, { requestTimeoutMs, maxConcurrent: options.maxConcurrentHandlers ?? 1, logger });
     const limits = {
       maxBytes: options.spoolMaxBytes ?? DEFAULT_MAX_BYTES,
       maxAgeMs: options.spoolMaxAgeMs ?? (options.spoolMaxAgeSeconds !== undefined ? options.spoolMaxAgeSeconds * 1000 : DEFAULT_MAX_AGE_MS),
@@ -308,8 +321,37 @@ export class Client {
    * sync by default) is never spooled — its point is an available recipient now — so it rejects
    * at once (a bus that could not be reached: "nothing was sent"). Rejects with the typed error otherwise:
    * `RecipientUnavailable` for a bounced sync send (`recipientState`, `signalId`), ...
+   *
+   * To a group (`to: "@reviewers"`, CONTRACT §15) it resolves to a `FanoutResult`: one signal per
+   * member but you, each member's outcome in `results` (a member's error there is not thrown);
+   * `UnknownGroup` when there is no such group. A group send is never spooled. The types say
+   * which answer comes: `FanoutResult` for a `@…` literal, `SendOutcome` for another, either for a
+   * plain `string` (tell them apart with `isFanout`).
    */
-  async send(to: string, type: string, payload: Json = {}, options: SendOptions = {}): Promise<SendOutcome> {
+  async send<To extends string>(to: To, type: string, payload: Json = {}, options: SendOptions = {}): Promise<SendAnswer<To>> {
+    if (typeof to === "string" && to.startsWith("@")) return (await this.sendToGroup(to, type, payload, options)) as SendAnswer<To>;
+    return (await this.sendOne(to, type, payload, options)) as SendAnswer<To>;
+  }
+
+  private async sendToGroup(to: string, type: string, payload: Json, options: SendOptions): Promise<FanoutResult> {
+    const key = options.dedupeKey || `sbc-${randomId()}`;
+    const request = clean({
+      to,
+      type,
+      payload: payload ?? {},
+      delivery_class: options.deliveryClass,
+      ttl_seconds: options.ttlSeconds,
+      correlation_id: options.correlationId,
+      dedupe_key: key,
+    });
+    try {
+      return parseFanout(await this.session.transmitSend(request), key);
+    } catch (e) {
+      throw forSend(e); // never spooled: each member's outcome is the answer
+    }
+  }
+
+  private async sendOne(to: string, type: string, payload: Json, options: SendOptions): Promise<SendOutcome> {
     const key = options.dedupeKey || `sbc-${randomId()}`;
     const request = clean({
       to,
@@ -334,7 +376,7 @@ export class Client {
 
   /** Answer `signal`: send to its sender with its correlationId (an `ask` waiting there gets it). */
   reply(signal: Signal, type: string, payload: Json = {}, options: SendOptions = {}): Promise<SendOutcome> {
-    return this.send(signal.from, type, payload, { ...options, correlationId: signal.correlationId ?? undefined });
+    return this.sendOne(signal.from, type, payload, { ...options, correlationId: signal.correlationId ?? undefined });
   }
 
   /**
@@ -342,11 +384,15 @@ export class Client {
    * (acked when `autoAck`). Needs an open session, for the reply: without one (never connected,
    * or lost) it rejects with `TransportError` at once and sends nothing. Never spooled: the
    * send's typed error rejects at once (`RecipientUnavailable`, `TransportError`, ...).
-   * `AskTimeout` (with `signalId`) when no reply comes within `timeoutMs`.
+   * `AskTimeout` (with `signalId`) when no reply comes within `timeoutMs`. One recipient only: a
+   * group (`@…`) is a `UsageError` (send to it, and read the replies yourself).
    */
   async ask(to: string, type: string, payload: Json = {}, timeoutMs = 30000, options: SendOptions = {}): Promise<Signal> {
     if (!(typeof timeoutMs === "number" && timeoutMs > 0)) {
       throw new UsageError(`ask timeoutMs must be a positive number of milliseconds, got ${String(timeoutMs)}`);
+    }
+    if (typeof to === "string" && to.startsWith("@")) {
+      throw new UsageError(`ask takes one recipient, not a group (${to}): send to the group and read the replies (same correlationId) yourself`);
     }
     if (!this.session.connected) {
       throw new TransportError(
@@ -358,7 +404,7 @@ export class Client {
     const reply = this.session.delivery.expectReply(cid);
     const started = Date.now();
     try {
-      const sent = await this.send(to, type, payload, { ...options, correlationId: cid, spool: false });
+      const sent = await this.sendOne(to, type, payload, { ...options, correlationId: cid, spool: false });
       const left = Math.max(0, timeoutMs - (Date.now() - started));
       let timer: ReturnType<typeof setTimeout> | undefined;
       const timeout = new Promise<never>((_, reject) => {
@@ -391,6 +437,26 @@ export class Client {
     );
     if (typeof data?.outcome !== "string") throw errorFromBody(data, 404);
     return { outcome: data.outcome as RecallOutcome };
+  }
+
+  /**
+   * Recall, in one call, every signal of one group send (`{fanoutId}`) or every signal you sent
+   * carrying a correlation id (`{correlationId}`): one entry per signal, each outcome decided as a
+   * single `recall`'s. Signals that are not yours, or an unknown id, answer `[]`.
+   */
+  async recallMany(target: RecallManyTarget): Promise<RecallEntry[]> {
+    const t = (target ?? {}) as { fanoutId?: unknown; correlationId?: unknown };
+    const given = [t.fanoutId, t.correlationId].filter((v) => v !== undefined);
+    if (given.length !== 1 || typeof given[0] !== "string") {
+      throw new UsageError("recallMany takes exactly one of {fanoutId} or {correlationId}, a string");
+    }
+    const by = t.fanoutId !== undefined ? { fanout_id: t.fanoutId } : { correlation_id: t.correlationId };
+    const data = await this.session.call(
+      { op: "recall", ...by },
+      (result) => result,
+      () => this.api.request("POST", "/v1/signals/recall", { body: by }),
+    );
+    return parseRecallMany(data);
   }
 
   /** Ack delivered signals (or ids); resolves to how many the bus took. */
@@ -463,5 +529,120 @@ export class Client {
       })),
       nextBeforeSeq: d.next_before_seq ?? null,
     };
+  }
+
+  // -- directives (CONTRACT §14; over HTTP, with or without a session) ------------------------
+
+  /**
+   * Ask `to` (an identity, or any one member of a `@group`) to do a piece of work. Resolves to the
+   * directive (`requested`) with `created`: true when the bus created it (201), false when its
+   * `idempotencyKey` (generated `sbd-<uuid>` when absent) answered the one it made before (200,
+   * the directive as it is now).
+   * `IdempotencyConflict` (`directiveId`) when the key was used with another `to`, `type` or
+   * `params`; `UnknownRecipient`, `UnknownGroup`; `Forbidden` when the bus's policy does not let
+   * you issue that type.
+   */
+  createDirective(to: string, type: string, params: Record<string, unknown> = {}, options: CreateDirectiveOptions = {}): Promise<Directive> {
+    return this.directives.create(to, type, params, options);
+  }
+
+  /**
+   * A directive you issued or are (or whose group is) assigned; `NotFound` for anyone else. With
+   * `waitMs` (≤ 60000) the bus answers once it ended, or after that long (rounded up to seconds).
+   */
+  getDirective(directiveId: string, options: { waitMs?: number } = {}): Promise<Directive> {
+    return this.directives.get(directiveId, options);
+  }
+
+  /** Directives you issued (`role: "issued"`) or that are assigned to you and your groups, newest first; `nextBefore` continues. */
+  listDirectives(options: ListDirectivesOptions = {}): Promise<DirectivePage> {
+    return this.directives.list(options);
+  }
+
+  /**
+   * Claim it (`requested` → `started`, `claimedBy` you): its assignee, or for a group any member.
+   * `AlreadyClaimed` (`claimedBy`) when another member was first; `InvalidTransition`
+   * (`directive`) when it is no longer `requested`.
+   */
+  startDirective(directiveId: string): Promise<Directive> {
+    return this.directives.start(directiveId);
+  }
+
+  /** The claimer reports progress (replacing the last report): `{message, percent}`, a message (≤ 1,000 characters) and/or a percent (0–100). Sends no signal. */
+  progressDirective(directiveId: string, report: ProgressReport = {}): Promise<Directive> {
+    return this.directives.progress(directiveId, report);
+  }
+
+  /** The claimer (or, from `requested`, the assignee or a member: it claims and completes at once) completes it with a result (a JSON object ≤ 64 KiB). */
+  completeDirective(directiveId: string, result: Record<string, unknown> = {}): Promise<Directive> {
+    return this.directives.complete(directiveId, result);
+  }
+
+  /** As `completeDirective`, ending it `failed` with `failure` `{code, message}` (a code of 1–64 characters; a message of at most 1,000). */
+  failDirective(directiveId: string, code: string, message = ""): Promise<Directive> {
+    return this.directives.fail(directiveId, code, message);
+  }
+
+  /** The assignee declines a `requested` one; a group member declines for itself, and the directive is `rejected` once every member has. */
+  rejectDirective(directiveId: string, reason?: string): Promise<Directive> {
+    return this.directives.reject(directiveId, reason);
+  }
+
+  /** The issuer cancels an open one (`requested`, `started`); a `runDirective` of this client waiting on it rejects with `DirectiveCanceled` (the bus sends the issuer no signal of its own cancel: the client tells its run). */
+  cancelDirective(directiveId: string, reason?: string): Promise<Directive> {
+    return this.directives.cancel(directiveId, reason);
+  }
+
+  /**
+   * `createDirective`, then wait for its end — told by its lifecycle signals over the session
+   * (taken and acked here: `onSignal` and `receive()` never see them), not by polling. Resolves to
+   * its result; rejects with `DirectiveFailed` (`failure`), `DirectiveRejected`, `DirectiveExpired`
+   * or `DirectiveCanceled` (each a `DirectiveEnded` carrying `directive`), or `DirectiveTimeout`
+   * (`name` `"TimeoutError"`) when it is still open after `timeoutMs` — without one, 30 s past
+   * its deadline — (it is left as it is; before giving up it reads the directive once). Needs an
+   * open session: `TransportError` at once without one (nothing created). `close()` ends the
+   * wait with `ClientClosed`.
+   */
+  runDirective(to: string, type: string, params: Record<string, unknown> = {}, options: RunDirectiveOptions = {}): Promise<Record<string, unknown>> {
+    return this.directives.run(to, type, params, options);
+  }
+
+  /**
+   * Work on directives of a type (`typePattern`: exact, or ending in `*`: `"package.*"`; the
+   * exact pattern, else the longest prefix, serves a type) as their `DirectiveRequested` signals
+   * come (they never reach `onSignal` or `receive()`): each is started (claimed) first — one
+   * another member claimed, or that ended, is skipped — then `handler(directive, progress,
+   * signal)` runs; what it returns completes the directive (a plain object as the result,
+   * nothing (`undefined`) as `{}`, anything else as `{value: …}`), what it throws fails it (code: the error's
+   * name — for a class that sets none, its class's name; message: its message). `signal` aborts
+   * when the directive is canceled or expires meanwhile, or the client closes. The request is
+   * acked once settled. Register before `connect()` to handle the requests that waited for you.
+   * A pattern registered twice is a `UsageError`. Returns a function that stops serving it.
+   */
+  onDirective(typePattern: string, handler: DirectiveHandler): () => void {
+    return this.directives.on(typePattern, handler);
+  }
+
+  // -- groups (CONTRACT §15) --------------------------------------------------------------------
+
+  /** Your tenant's groups, sorted by name, each with its members' identities. */
+  async groups(): Promise<Group[]> {
+    const data = await this.api.request<{ groups?: Record<string, unknown>[] }>("GET", "/v1/groups");
+    return (data.groups ?? []).map(parseGroup);
+  }
+
+  /** One group (`"@reviewers"` or `"reviewers"`) with each member's recipient state; `UnknownGroup` when there is none. */
+  async group(name: string): Promise<Group> {
+    return parseGroup(await this.api.request("GET", `/v1/groups/${groupPath(name)}`));
+  }
+
+  /** Join a self-join group (`Forbidden` for another); its other members get `PeerJoined` when it announces. Resolves to the group. */
+  async joinGroup(name: string): Promise<Group> {
+    return parseGroup(await this.api.request("POST", `/v1/groups/${groupPath(name)}/join`, { body: {} }));
+  }
+
+  /** Leave a self-join group (`Forbidden` for another); its other members get `PeerLeft` when it announces. Resolves to the group. */
+  async leaveGroup(name: string): Promise<Group> {
+    return parseGroup(await this.api.request("POST", `/v1/groups/${groupPath(name)}/leave`, { body: {} }));
   }
 }

@@ -1,7 +1,8 @@
 /**
  * Delivery of pushed signals: each one once (redeliveries dropped by id in a bounded window,
- * re-acked when already handled), to a waiting `ask`, to the handler or to `receive()`; and the
- * acks after the handler returns, batched.
+ * re-acked when already handled), to a route that takes it (the directive worker, a
+ * `runDirective`), to a waiting `ask`, to the handler or to `receive()`; and the acks after the
+ * handler returns, batched.
  *
  * Deliberately no I/O of its own: the session engine (`session.ts`) hands it each pushed signal
  * and gives it the function that sends an ack batch, so it imports neither the session nor the
@@ -13,6 +14,18 @@ import type { Logger } from "./logger.js";
 import { parseSignal, type Signal } from "./types.js";
 
 export type SignalHandler = (signal: Signal) => void | Promise<void>;
+
+/**
+ * Takes the signals it wants before the handler and `receive()` see them (the directive worker
+ * takes `DirectiveRequested`, a `runDirective` its directive's lifecycle signals). A route that
+ * takes a signal owns it: it calls `Delivery.settle` when done (acked, or left to come back).
+ */
+export interface Route {
+  /** True: the signal is this route's. Called once per signal (redeliveries deduped first). */
+  take(signal: Signal): boolean;
+  /** The client closed: nothing more will come. */
+  close?(error: SignalbusError): void;
+}
 
 export interface DeliveryOptions {
   handler: SignalHandler | undefined;
@@ -33,6 +46,7 @@ export class Delivery {
   private closed = false;
   private seen = new Map<string, boolean>(); // id -> handled (true) / in progress (false)
   private asks = new Map<string, { resolve(s: Signal): void; reject(e: SignalbusError): void }>();
+  private routes: Route[] = [];
   private queue: Signal[] = [];
   private receivers: { take(s: Signal): void; fail(e: SignalbusError): void }[] = [];
   private running = 0;
@@ -62,6 +76,35 @@ export class Delivery {
     for (const r of receivers) r.fail(new ClientClosed("the client was closed while waiting for a signal"));
     for (const a of this.asks.values()) a.reject(new ClientClosed("the client was closed while waiting for a reply"));
     this.asks.clear();
+    const routes = this.routes;
+    this.routes = [];
+    for (const r of routes) r.close?.(new ClientClosed("the client was closed while waiting for a directive"));
+  }
+
+  /**
+   * Add a route, tried before asks, the handler and `receive()`: in the order added, or before
+   * the others with `first` (a `runDirective` waiting goes before the worker); returns its remover.
+   */
+  route(route: Route, first = false): () => void {
+    if (first) this.routes.unshift(route);
+    else this.routes.push(route);
+    return () => {
+      this.routes = this.routes.filter((r) => r !== route);
+    };
+  }
+
+  /**
+   * A route is done with a signal it took: `ack` true acks it (whatever `autoAck` says: the
+   * caller never saw it) and a redelivery is re-acked; false forgets it, so it is taken again
+   * when the bus redelivers it on the next session.
+   */
+  settle(id: string, ack: boolean): void {
+    if (!ack) {
+      this.seen.delete(id);
+      return;
+    }
+    this.remember(id, true);
+    this.queueAck(id, true); // now: the queue of signals for receive() may wait on the caller for long
   }
 
   /** Ack `ids`, marking the ones seen as handled (so a redelivery is re-acked). */
@@ -95,6 +138,18 @@ export class Delivery {
       if (this.seen.get(sig.id) && this.o.autoAck) this.queueAck(sig.id); // the first ack may have died with the old session
       return;
     }
+    for (const route of this.routes) {
+      let taken = false;
+      try {
+        taken = route.take(sig);
+      } catch (e) {
+        this.logger.error(`a route failed on signal ${sig.id}; handed on`, e);
+      }
+      if (taken) {
+        if (!this.seen.has(sig.id)) this.remember(sig.id, false); // until the route settles it (unless it did already)
+        return;
+      }
+    }
     const ask = sig.correlationId ? this.asks.get(sig.correlationId) : undefined;
     if (ask && sig.correlationId) {
       this.asks.delete(sig.correlationId);
@@ -110,9 +165,9 @@ export class Delivery {
     if (this.o.handler) this.pump();
   }
 
-  private queueAck(id: string): void {
+  private queueAck(id: string, now = false): void {
     this.ackBuffer.push(id);
-    if (this.ackBuffer.length >= 100 || this.queue.length === 0) {
+    if (now || this.ackBuffer.length >= 100 || this.queue.length === 0) {
       this.flushAcks().catch((e: SignalbusError) =>
         this.logger.warn(`ack not sent (${e.message}): the signals come back on the next session and are deduped`),
       );

@@ -1,5 +1,7 @@
 /** Typed errors. Every error carries the bus's `code` and says what to do (`hint`). */
 
+import { toDirective, type Directive, type DirectiveFailure } from "./directive-object.js";
+
 export type ErrorDetails = Record<string, unknown>;
 
 export interface ErrorInit {
@@ -13,7 +15,8 @@ export interface ErrorInit {
 /**
  * Base class of every error this client throws. `code` is the bus's error code (CONTRACT §8) or a
  * client-side one (`transport`, `timeout`, `closed`, `spool_full`, `ask_timeout`,
- * `expired_in_spool`, `protocol`); `status` the HTTP status when the answer came over HTTP;
+ * `expired_in_spool`, `protocol`, `directive_failed`, `directive_rejected`, `directive_expired`,
+ * `directive_canceled`, `directive_timeout`); `status` the HTTP status when the answer came over HTTP;
  * `hint` what to do about it; `details` every other field of the bus's error object.
  */
 export class SignalbusError extends Error {
@@ -59,8 +62,12 @@ export const HTTP_STATUS: Readonly<Record<string, number>> = {
   forbidden: 403,
   not_found: 404,
   unknown_recipient: 404,
+  unknown_group: 404,
   recipient_unavailable: 409,
   already_registered: 409,
+  invalid_transition: 409,
+  already_claimed: 409,
+  idempotency_conflict: 409,
   payload_too_large: 413,
   rate_limited: 429,
   internal: 500,
@@ -109,6 +116,11 @@ export class RecipientUnavailable extends SignalbusError {
   get signalId(): string | undefined {
     return this.details.signal_id as string | undefined;
   }
+}
+/** A send, a directive or a group call named a group (`@name`) that does not exist in your tenant. */
+export class UnknownGroup extends SignalbusError {
+  static override readonly code = "unknown_group";
+  static override readonly hint = "no such group in your tenant: create it (admin) or fix the name";
 }
 export class AlreadyRegistered extends SignalbusError {
   static override readonly code = "already_registered";
@@ -214,6 +226,115 @@ export class ProtocolError extends SignalbusError {
   static override readonly hint = "the bus answered something this client does not understand: check the versions";
 }
 
+/** The directive in `details.directive` (the bus's object), read once. */
+function carried(e: SignalbusError, cache: { d?: Directive }): Directive | undefined {
+  const raw = e.details.directive;
+  if (!raw || typeof raw !== "object") return undefined;
+  return (cache.d ??= toDirective(raw as Record<string, unknown>));
+}
+
+/** The directive's state does not allow the action (completing a completed one, ...); `directive` is it as it is now. */
+export class InvalidTransition extends SignalbusError {
+  static override readonly code = "invalid_transition";
+  static override readonly hint = "the directive moved on: read `directive` (its status now) instead of retrying";
+  private readonly cache: { d?: Directive } = {};
+  /** The directive as it is now (the bus's answer carries it). */
+  get directive(): Directive | undefined {
+    return carried(this, this.cache);
+  }
+}
+/** Another member of the group claimed (started) the directive first. */
+export class AlreadyClaimed extends SignalbusError {
+  static override readonly code = "already_claimed";
+  static override readonly hint = "another member has it: leave it to them";
+  get claimedBy(): string | undefined {
+    return this.details.claimed_by as string | undefined;
+  }
+}
+/** The idempotency_key was used for another directive (another `to`, `type` or `params`): `directiveId` is that one. */
+export class IdempotencyConflict extends SignalbusError {
+  static override readonly code = "idempotency_conflict";
+  static override readonly hint = "the key names another directive (directiveId): use a new key for new work";
+  get directiveId(): string | undefined {
+    return this.details.directive_id as string | undefined;
+  }
+}
+
+/**
+ * A directive `runDirective` waited for ended without a result: the base of `DirectiveFailed`,
+ * `DirectiveRejected`, `DirectiveExpired` and `DirectiveCanceled`. `directive` is it as it ended.
+ */
+export class DirectiveEnded extends SignalbusError {
+  static override readonly code: string = "directive_ended";
+  static override readonly hint: string = "the directive ended without a result: read `directive`";
+  private readonly cache: { d?: Directive } = {};
+  get directive(): Directive {
+    return carried(this, this.cache) as Directive;
+  }
+}
+/** The worker failed the directive: `failure` is its `{code, message}`. */
+export class DirectiveFailed extends DirectiveEnded {
+  static override readonly code = "directive_failed";
+  static override readonly hint = "the worker failed it: `failure` says why";
+  get failure(): DirectiveFailure | null {
+    return this.directive.failure;
+  }
+}
+/** The assignee declined it (for a group: every member did); `reason` is the last one given. */
+export class DirectiveRejected extends DirectiveEnded {
+  static override readonly code = "directive_rejected";
+  static override readonly hint = "the assignee declined it: send it elsewhere, or change it";
+  get reason(): string | null {
+    return this.directive.reason;
+  }
+}
+/** Its deadline passed while it was open (nobody took it, or the work took too long). */
+export class DirectiveExpired extends DirectiveEnded {
+  static override readonly code = "directive_expired";
+  static override readonly hint = "the deadline passed: create it again with a later deadline_seconds, or check the worker is running";
+}
+/** The issuer canceled it. */
+export class DirectiveCanceled extends DirectiveEnded {
+  static override readonly code = "directive_canceled";
+  static override readonly hint = "the issuer canceled it";
+}
+
+const ENDED: Record<string, new (message: string, init?: ErrorInit) => DirectiveEnded> = {
+  failed: DirectiveFailed,
+  rejected: DirectiveRejected,
+  expired: DirectiveExpired,
+  canceled: DirectiveCanceled,
+};
+
+/** The `DirectiveEnded` error of a directive that ended `failed`, `rejected`, `expired` or `canceled`. */
+export function directiveEnded(d: Directive): DirectiveEnded {
+  const cls = ENDED[d.status] ?? DirectiveEnded;
+  const why = d.failure ? `: ${d.failure.code}: ${d.failure.message}` : d.reason ? `: ${d.reason}` : "";
+  return new cls(`directive ${d.directiveId} (${d.type} to ${d.assignee}) ${d.status}${why}`, { details: { directive: d.raw, directive_id: d.directiveId } });
+}
+
+/**
+ * `runDirective` waited `timeoutMs` (or past the deadline) and the directive is still open; it is
+ * left as it is (cancel it, or wait on with `getDirective`). Its `name` is `"TimeoutError"`, as a
+ * DOM timeout's.
+ */
+export class DirectiveTimeout extends SignalbusError {
+  static override readonly code = "directive_timeout";
+  static override readonly hint = "the directive is still open, left as it is: getDirective(directiveId, {waitMs}) or cancelDirective(directiveId)";
+  private readonly cache: { d?: Directive } = {};
+  constructor(message: string, init: ErrorInit = {}) {
+    super(message, init);
+    this.name = "TimeoutError";
+  }
+  get directiveId(): string | undefined {
+    return this.details.directive_id as string | undefined;
+  }
+  /** The directive as last seen (still open). */
+  get directive(): Directive | undefined {
+    return carried(this, this.cache);
+  }
+}
+
 type ErrorClass = new (message: string, init?: ErrorInit) => SignalbusError;
 
 const BY_CODE: Record<string, ErrorClass> = {
@@ -222,8 +343,12 @@ const BY_CODE: Record<string, ErrorClass> = {
   forbidden: Forbidden,
   not_found: NotFound,
   unknown_recipient: UnknownRecipient,
+  unknown_group: UnknownGroup,
   recipient_unavailable: RecipientUnavailable,
   already_registered: AlreadyRegistered,
+  invalid_transition: InvalidTransition,
+  already_claimed: AlreadyClaimed,
+  idempotency_conflict: IdempotencyConflict,
   payload_too_large: PayloadTooLarge,
   rate_limited: RateLimited,
   unavailable: Unavailable,
@@ -261,6 +386,7 @@ export const DEFINITIVE_CODES: ReadonlySet<string> = new Set([
   "forbidden",
   "not_found",
   "unknown_recipient",
+  "unknown_group",
   "recipient_unavailable",
   "payload_too_large",
 ]);

@@ -12,6 +12,14 @@ export interface RequestOptions {
   params?: Record<string, string | number | boolean | undefined | null>;
   okStatuses?: number[];
   dedupeKey?: string;
+  /** This request's timeout, when it may take longer than the client's (a directive `get` that waits). */
+  timeoutMs?: number;
+}
+
+/** A JSON answer with its HTTP status (a create tells 201 new from 200 existing). */
+export interface Answer<T> {
+  status: number;
+  data: T;
 }
 
 export function normalizeUrl(url: string): string {
@@ -35,6 +43,12 @@ export class HttpApi {
   }
 
   async request<T = Record<string, unknown>>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
+    return (await this.answer<T>(method, path, o)).data;
+  }
+
+  /** `request`, with the answer's HTTP status. */
+  async answer<T = Record<string, unknown>>(method: string, path: string, o: RequestOptions = {}): Promise<Answer<T>> {
+    const timeoutMs = o.timeoutMs ?? this.timeoutMs;
     let url = this.url + path;
     if (o.params) {
       const q = new URLSearchParams();
@@ -51,12 +65,12 @@ export class HttpApi {
         method,
         headers,
         body: o.body === undefined ? undefined : JSON.stringify(o.body),
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (e) {
       const name = (e as Error)?.name;
       if (name === "TimeoutError" || name === "AbortError") {
-        throw new RequestTimeout(`${method} ${path}: no answer within ${this.timeoutMs} ms`, { details, cause: e });
+        throw new RequestTimeout(`${method} ${path}: no answer within ${timeoutMs} ms`, { details, cause: e });
       }
       const cause = (e as { cause?: { code?: string; message?: string } })?.cause;
       if (cause?.code && NOT_CONNECTED.has(cause.code)) {
@@ -84,7 +98,7 @@ export class HttpApi {
     const status = response.status;
     if ((status >= 200 && status < 300) || o.okStatuses?.includes(status)) {
       if (data === undefined && status !== 204) throw new ProtocolError(`${method} ${path}: the bus answered ${status} without a JSON body`);
-      return data as T;
+      return { status, data: data as T };
     }
     if (data === undefined && (status === 502 || status === 504)) {
       throw new TransportError(`${method} ${path}: a proxy answered ${status}; the bus may not have seen the request`, { status, details });

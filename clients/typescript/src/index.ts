@@ -6,13 +6,15 @@
  * The Node-only directory spool is `@signalbus/client/file-spool` (or pass `spoolDir`).
  *
  * Layout, top to bottom (each module imports only modules below it): `client` (the `Client`
- * facade) → `replay` (spooling and replay) → `session` (the session engine: transport,
- * supervisor, calls) → `delivery` (dedupe, dispatch, acks) → `admin` → `http` → `file-spool` →
- * `spool`, `types`, `logger`, `errors`.
+ * facade) → `directives` (directive calls, `runDirective`, the `onDirective` worker) → `replay`
+ * (spooling and replay) → `session` (the session engine: transport, supervisor, calls) →
+ * `delivery` (dedupe, routes, dispatch, acks) → `admin` → `http` → `file-spool` → `spool`,
+ * `types`, `logger`, `ids`, `errors` → `directive-object` (the directive object, a leaf).
  */
 
 export { Client } from "./client.js";
-export type { ClientOptions } from "./client.js";
+export type { ClientOptions, RecallManyTarget } from "./client.js";
+export type { DirectiveHandler, ProgressReport, ProgressReporter, RunDirectiveOptions } from "./directives.js";
 export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
 export type { SignalHandler } from "./delivery.js";
 export type { ConnectionEvent, WebSocketConstructor, WebSocketLike } from "./session.js";

@@ -1,6 +1,10 @@
-/** Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10). Timestamps are RFC 3339 strings. */
+/** Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10, §14, §15). Timestamps are RFC 3339 strings. */
 
-import { ProtocolError } from "./errors.js";
+import { toDirective, type Directive, type DirectiveStatus } from "./directive-object.js";
+import { errorFromBody, ProtocolError, type SignalbusError } from "./errors.js";
+
+export { TERMINAL_STATUSES, isTerminal } from "./directive-object.js";
+export type { Directive, DirectiveFailure, DirectiveProgress, DirectiveStatus } from "./directive-object.js";
 
 export type DeliveryClass = "sync" | "async";
 export type RecipientState = "available" | "not_available_stale" | "not_available_offline";
@@ -78,6 +82,109 @@ export interface SendOptions {
   dedupeKey?: string;
   /** false: throw instead of spooling when the bus cannot take it. */
   spool?: boolean;
+}
+
+/**
+ * The answer to a send to a group (`to: "@name"`, CONTRACT §15): one entry per member other than
+ * the sender (sorted by identity), each true on its own, all under one `fanoutId`. Repeating the
+ * send with its `dedupeKey` answers the same signals and the same `fanoutId`.
+ */
+export interface FanoutResult {
+  fanoutId: string;
+  /** The group, with its `@`. */
+  to: string;
+  /** No single signal: each member's is in `results` (`signalIds`). */
+  signalId: null;
+  results: MemberResult[];
+  /** The accepted members' signal ids, in `results`' order. */
+  signalIds: string[];
+  /** The key the send carried (the caller's or a generated one). */
+  dedupeKey: string;
+  raw: Record<string, unknown>;
+}
+
+/**
+ * One member's part of a group send. Accepted: `signalId`, `delivered`, `queued`,
+ * `recipientState`, `publishPath`, and the whole §4 answer in `result`; `error` null. Not
+ * accepted: `error` is the typed error the same send to that member alone would have thrown —
+ * `RecipientUnavailable` (a bounced sync send: its `recipientState`, and the bounce's
+ * `signalId`), `UnknownRecipient`, `Unavailable` (nothing taken), `InternalError` — and
+ * `signalId`, `publishPath` and `result` are null.
+ */
+export interface MemberResult {
+  to: string;
+  signalId: string | null;
+  delivered: boolean;
+  queued: boolean;
+  recipientState: RecipientState | null;
+  publishPath: PublishPath | null;
+  result: SendResult | null;
+  error: SignalbusError | null;
+}
+
+/** What `send` resolves to for a recipient `To`: a group (`@…`) answers a `FanoutResult`, an
+ * identity a `SendOutcome`; a `to` whose value is not known to the types may be either (`isFanout`). */
+export type SendAnswer<To extends string> = string extends To ? SendOutcome | FanoutResult : To extends `@${string}` ? FanoutResult : SendOutcome;
+
+/** True when a send's answer is a group's (`FanoutResult`). */
+export function isFanout(answer: SendOutcome | FanoutResult): answer is FanoutResult {
+  return "fanoutId" in answer;
+}
+
+/** One signal of a `recallMany`, with its outcome (decided per signal, as a single `recall`'s). */
+export interface RecallEntry {
+  signalId: string;
+  to: string;
+  outcome: RecallOutcome;
+}
+
+/**
+ * A group (CONTRACT §15). `group(name)`, `joinGroup`, `leaveGroup` and the admin calls answer it
+ * with each member's recipient state; `groups()` lists members by identity only (their
+ * `recipientState`, `addedAt`, `addedBy` null there, as the group's `createdAt`).
+ */
+export interface Group {
+  /** The name, with its `@` (`"@reviewers"`). */
+  name: string;
+  selfJoin: boolean;
+  announce: boolean;
+  createdAt: string | null;
+  members: GroupMember[];
+  /** The members' identities, sorted as the bus sent them. */
+  identities: string[];
+  raw: Record<string, unknown>;
+}
+
+export interface GroupMember {
+  identity: string;
+  recipientState: RecipientState | null;
+  addedAt: string | null;
+  addedBy: string | null;
+}
+
+export interface CreateDirectiveOptions {
+  /** Repeating a key answers the existing directive and creates nothing; generated (`sbd-<uuid>`) when absent. */
+  idempotencyKey?: string;
+  /** 1 … 2,592,000; the bus's default is 86,400 (24 h). */
+  deadlineSeconds?: number;
+  correlationId?: string;
+}
+
+export interface ListDirectivesOptions {
+  /** `issued` by you, or `assigned` to you (with the directives of your groups). */
+  role?: "issued" | "assigned";
+  /** A status, or `open` (`requested` or `started`). */
+  status?: DirectiveStatus | "open";
+  type?: string;
+  limit?: number;
+  /** A page's `nextBefore`, to read the next (older) page. */
+  before?: string;
+}
+
+/** One page of directives, newest first; `nextBefore` continues (null: the last page). */
+export interface DirectivePage {
+  directives: Directive[];
+  nextBefore: string | null;
 }
 
 /** A signal's row (CONTRACT §10 columns), from `get` and `list`. */
@@ -206,6 +313,61 @@ export function parseSendResult(o: Obj, dedupeKey: string): SendResult {
     publishPath: req(o, "publish_path"),
     redacted: Array.isArray(o.redacted) ? (o.redacted as string[]) : [],
     dedupeKey,
+    raw: o,
+  };
+}
+
+/** A directive object (every directive answer, a lifecycle signal's payload). */
+export function parseDirective(o: Obj): Directive {
+  for (const key of ["directive_id", "type", "issuer", "assignee", "status"]) req(o, key);
+  return toDirective(o);
+}
+
+export function parseFanout(o: Obj, dedupeKey: string): FanoutResult {
+  const results = req<unknown[]>(o, "results");
+  if (!Array.isArray(results)) throw new ProtocolError(`a group send's "results" is not a list: ${JSON.stringify(o).slice(0, 300)}`);
+  const members = results.map((r) => parseMemberResult(r as Obj, dedupeKey));
+  return {
+    fanoutId: req(o, "fanout_id"),
+    to: req(o, "to"),
+    signalId: null,
+    results: members,
+    signalIds: members.flatMap((m) => (m.signalId === null ? [] : [m.signalId])),
+    dedupeKey,
+    raw: o,
+  };
+}
+
+function parseMemberResult(o: Obj, dedupeKey: string): MemberResult {
+  const to = req<string>(o, "to");
+  if (o.error && typeof o.error === "object") {
+    const error = errorFromBody(o.error);
+    const state = error.details.recipient_state;
+    return { to, signalId: null, delivered: false, queued: false, recipientState: typeof state === "string" ? (state as RecipientState) : null, publishPath: null, result: null, error };
+  }
+  const result = parseSendResult(o, dedupeKey);
+  return { to, signalId: result.signalId, delivered: result.delivered, queued: result.queued, recipientState: result.recipientState, publishPath: result.publishPath, result, error: null };
+}
+
+export function parseRecallMany(o: Obj): RecallEntry[] {
+  const results = Array.isArray(o.results) ? (o.results as Obj[]) : [];
+  return results.map((r) => ({ signalId: req(r, "signal_id"), to: (r.to as string) ?? "", outcome: req(r, "outcome") }));
+}
+
+/** A group as any group answer carries it: members as objects (with their recipient state) or as identities (`GET /v1/groups`). */
+export function parseGroup(o: Obj): Group {
+  const members: GroupMember[] = (Array.isArray(o.members) ? o.members : []).map((m) =>
+    typeof m === "string"
+      ? { identity: m, recipientState: null, addedAt: null, addedBy: null }
+      : { identity: req<string>(m as Obj, "identity"), recipientState: opt<RecipientState>(m as Obj, "recipient_state"), addedAt: opt<string>(m as Obj, "added_at"), addedBy: opt<string>(m as Obj, "added_by") },
+  );
+  return {
+    name: req(o, "group"),
+    selfJoin: Boolean(o.self_join),
+    announce: o.announce === undefined ? true : Boolean(o.announce),
+    createdAt: opt(o, "created_at"),
+    members,
+    identities: members.map((m) => m.identity),
     raw: o,
   };
 }
