@@ -118,6 +118,7 @@ def test_fanout_answer_is_typed() -> None:
             ],
         },
         "key",
+        error_of=error_from_body,
     )
     assert out.signal_ids == ["s1"] and out.signal_id is None and not out.spooled and out.dedupe_key == "key"
     bob, carol, dave = out.results

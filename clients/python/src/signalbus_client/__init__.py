@@ -5,8 +5,8 @@
 Layout, top to bottom (each module imports only modules below it): ``client`` (the ``Client``
 facade) → ``directives`` (directive calls, ``run_directive``'s waits, ``on_directive`` workers),
 ``replay`` (spooling and replay) → ``session`` (the session engine: transport, supervisor,
-calls) → ``delivery`` (dedupe, routes, dispatch, acks) → ``admin`` → ``http`` → ``spool``,
-``types``, ``errors``.
+calls) → ``delivery`` (dedupe, routes, dispatch, acks) → ``admin`` → ``http`` → ``spool`` →
+``errors`` → ``types`` → ``error_base`` (``SignalbusError``, ``ProtocolError``).
 """
 
 from .admin import AdminClient

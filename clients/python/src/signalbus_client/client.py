@@ -325,7 +325,7 @@ class Client:
                 raise
             return self._replayer.spool_send(request, exc)
         if "fanout_id" in answer:
-            return FanoutResult.from_json(answer, key)
+            return FanoutResult.from_json(answer, key, error_of=error_from_body)
         return SendResult.from_json(answer, key)
 
     async def reply(self, to_signal: Signal, type: str, payload: Any = None, **kwargs: Any) -> SendOutcome:

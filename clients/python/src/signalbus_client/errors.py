@@ -3,76 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import Any, Mapping, Optional
 
-if TYPE_CHECKING:  # types.py imports this module (lazily); the annotation only needs the name
-    from .types import Directive
-
-
-class SignalbusError(Exception):
-    """Base class of every error this client raises.
-
-    ``code`` is the bus's error code (CONTRACT §8) or a client-side one (``transport``,
-    ``timeout``, ``closed``, ``spool_full``, ``ask_timeout``, ``protocol``); ``status`` the HTTP
-    status when the answer came over HTTP; ``hint`` what the caller should do about it;
-    ``details`` every other field of the bus's error object.
-    """
-
-    code: str = "error"
-    hint: str = ""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: Optional[str] = None,
-        status: Optional[int] = None,
-        hint: Optional[str] = None,
-        details: Optional[Mapping[str, Any]] = None,
-    ) -> None:
-        if code is not None:
-            self.code = code
-        if hint is not None:
-            self.hint = hint
-        self.message = message
-        # The §8 HTTP status of the code, whichever transport carried the answer.
-        self.status = status if status is not None else HTTP_STATUS.get(self.code)
-        self.details: dict[str, Any] = dict(details or {})
-        super().__init__(self._text())
-
-    def _text(self) -> str:
-        text = f"{self.code}: {self.message}"
-        if self.hint:
-            text += f" ({self.hint})"
-        return text
-
-    def with_hint(self, hint: str) -> "SignalbusError":
-        """Replace the hint (the operation knows better than the class what to do); returns self."""
-        self.hint = hint
-        self.args = (self._text(),)
-        return self
-
-
-# CONTRACT §8 (docs/http.md): the HTTP status of each bus error code. An error that came over the
-# WebSocket session carries the same status as over HTTP, so ``.status`` never depends on the
-# transport.
-HTTP_STATUS: dict[str, int] = {
-    "invalid_request": 400,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "not_found": 404,
-    "unknown_recipient": 404,
-    "recipient_unavailable": 409,
-    "already_registered": 409,
-    "invalid_transition": 409,
-    "already_claimed": 409,
-    "idempotency_conflict": 409,
-    "unknown_group": 404,
-    "payload_too_large": 413,
-    "rate_limited": 429,
-    "internal": 500,
-    "unavailable": 503,
-}
+# The base and ProtocolError live in the leaf error_base (types.py needs them); re-exported here.
+from .error_base import HTTP_STATUS as HTTP_STATUS
+from .error_base import ProtocolError as ProtocolError
+from .error_base import SignalbusError as SignalbusError
+from .types import Directive
 
 
 class UsageError(ValueError):
@@ -132,9 +69,7 @@ class UnknownGroup(SignalbusError):
     hint = "no such group in your tenant: create it (admin create_group) or fix the name"
 
 
-def _directive_of(obj: Any) -> "Optional[Directive]":
-    from .types import Directive  # below this module in the layout: imported when asked
-
+def _directive_of(obj: Any) -> Optional[Directive]:
     return Directive.from_json(obj) if isinstance(obj, Mapping) else None
 
 
@@ -334,11 +269,6 @@ class DirectiveTimeout(SignalbusError, TimeoutError):
     @property
     def directive_id(self) -> str:
         return self.directive.directive_id
-
-
-class ProtocolError(SignalbusError):
-    code = "protocol"
-    hint = "the bus answered something this client does not understand: check the versions"
 
 
 _BY_CODE: dict[str, type[SignalbusError]] = {

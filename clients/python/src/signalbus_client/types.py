@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Union
+from typing import Any, Callable, Literal, Mapping, Optional, Union
 
-if TYPE_CHECKING:
-    from .errors import SignalbusError
+# Only the leaf error_base: errors.py sits above this module and builds the typed errors.
+from .error_base import ProtocolError, SignalbusError
 
 DeliveryClass = Literal["sync", "async"]
 RecipientState = Literal["available", "not_available_stale", "not_available_offline"]
@@ -41,8 +41,6 @@ def parse_time(value: Any) -> Optional[datetime]:
 
 def _req(obj: Mapping[str, Any], key: str) -> Any:
     if key not in obj:
-        from .errors import ProtocolError
-
         raise ProtocolError(f"the bus's answer lacks {key!r}: {dict(obj)!r}")
     return obj[key]
 
@@ -160,6 +158,10 @@ class Spooled:
         return None
 
 
+# Builds the typed error of a bus error object (``errors.error_from_body``).
+ErrorParser = Callable[[dict[str, Any]], SignalbusError]
+
+
 @dataclass(frozen=True)
 class MemberResult:
     """One member's part of a send to a group (CONTRACT §15): accepted (``signal_id``, and the
@@ -173,7 +175,7 @@ class MemberResult:
     queued: bool = False
     recipient_state: Optional[str] = None
     publish_path: Optional[str] = None
-    error: "Optional[SignalbusError]" = None
+    error: Optional[SignalbusError] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -182,15 +184,15 @@ class MemberResult:
         return self.error is None
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> "MemberResult":
+    def from_json(cls, obj: Mapping[str, Any], *, error_of: ErrorParser) -> "MemberResult":
+        """``error_of`` builds a member's typed error from its error object (``errors.py``'s
+        ``error_from_body``: this module is below ``errors`` and does not import it)."""
         err = obj.get("error")
         if isinstance(err, Mapping):
-            from .errors import error_from_body
-
             to = _req(obj, "to")
             body = dict(err)
             body.setdefault("message", f"the signal to {to} was not accepted ({body.get('code', 'error')})")
-            return cls(to=to, error=error_from_body(body), raw=dict(obj))
+            return cls(to=to, error=error_of(body), raw=dict(obj))
         return cls(
             to=_req(obj, "to"),
             signal_id=_req(obj, "signal_id"),
@@ -233,11 +235,14 @@ class FanoutResult:
         return next((r for r in self.results if r.to == identity), None)
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any], dedupe_key: Optional[str] = None) -> "FanoutResult":
+    def from_json(
+        cls, obj: Mapping[str, Any], dedupe_key: Optional[str] = None, *, error_of: ErrorParser
+    ) -> "FanoutResult":
+        """``error_of``: as ``MemberResult.from_json``'s (``errors.error_from_body``)."""
         return cls(
             fanout_id=_req(obj, "fanout_id"),
             to=_req(obj, "to"),
-            results=[MemberResult.from_json(r) for r in obj.get("results") or []],
+            results=[MemberResult.from_json(r, error_of=error_of) for r in obj.get("results") or []],
             dedupe_key=dedupe_key,
             raw=dict(obj),
         )
