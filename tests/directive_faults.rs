@@ -85,11 +85,13 @@ async fn directives_survive_a_killed_gateway_a_nats_restart_and_cut_database_con
     // The stream restarts and the read models' connections are cut, with work in flight.
     nats.restart().await;
     let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
-    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()")
-        .bind(db.name())
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(db.name())
+    .execute(&pool)
+    .await
+    .unwrap();
 
     // Nothing is lost: every create repeated through the survivor finds its directive.
     for (key, id) in &ids {
@@ -104,7 +106,8 @@ async fn directives_survive_a_killed_gateway_a_nats_restart_and_cut_database_con
     for (key, id) in &ids {
         let i: u32 = key[1..].parse().unwrap();
         let base = gw_b.base.clone();
-        let (worker, alice, id) = (if i % 3 == 0 { crew[(i as usize) % 3].clone() } else { bob.clone() }, alice.clone(), id.clone());
+        let (worker, alice, id) =
+            (if i % 3 == 0 { crew[(i as usize) % 3].clone() } else { bob.clone() }, alice.clone(), id.clone());
         racers.push(tokio::spawn(async move {
             let done = act(&base, &worker, &id, "complete", json!({"result": {"i": i}})).await;
             let cancel = act(&base, &alice, &id, "cancel", json!({})).await;
