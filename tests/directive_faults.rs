@@ -72,8 +72,8 @@ async fn directives_survive_a_killed_gateway_a_nats_restart_and_cut_database_con
 
     // Created through gateway a, which is then killed before anyone starts them.
     let mut ids: HashMap<String, String> = HashMap::new();
-    for i in 0..12 {
-        let to = if i % 3 == 0 { "@crew" } else { "bob" };
+    for i in 0..12u32 {
+        let to = if i.is_multiple_of(3) { "@crew" } else { "bob" };
         let body = json!({"to": to, "type": "build.run", "params": {"i": i}, "idempotency_key": format!("k{i}")});
         let (s, v) = create(&gw_a.base, &alice, body).await;
         assert_eq!(s, 201, "{v}");
@@ -96,7 +96,7 @@ async fn directives_survive_a_killed_gateway_a_nats_restart_and_cut_database_con
     // Nothing is lost: every create repeated through the survivor finds its directive.
     for (key, id) in &ids {
         let i: u32 = key[1..].parse().unwrap();
-        let to = if i % 3 == 0 { "@crew" } else { "bob" };
+        let to = if i.is_multiple_of(3) { "@crew" } else { "bob" };
         let body = json!({"to": to, "type": "build.run", "params": {"i": i}, "idempotency_key": key});
         let (s, v) = create(&gw_b.base, &alice, body).await;
         assert_eq!((s, v["directive_id"].as_str()), (200, Some(id.as_str())), "{key}: {v}");
@@ -107,7 +107,7 @@ async fn directives_survive_a_killed_gateway_a_nats_restart_and_cut_database_con
         let i: u32 = key[1..].parse().unwrap();
         let base = gw_b.base.clone();
         let (worker, alice, id) =
-            (if i % 3 == 0 { crew[(i as usize) % 3].clone() } else { bob.clone() }, alice.clone(), id.clone());
+            (if i.is_multiple_of(3) { crew[(i as usize) % 3].clone() } else { bob.clone() }, alice.clone(), id.clone());
         racers.push(tokio::spawn(async move {
             let done = act(&base, &worker, &id, "complete", json!({"result": {"i": i}})).await;
             let cancel = act(&base, &alice, &id, "cancel", json!({})).await;

@@ -64,7 +64,8 @@ pub fn validate_group(s: &str) -> DomainResult<()> {
 
 /// The group named in a URL path, where it goes without its `@` (`/v1/groups/reviewers`).
 pub fn group_from_path(name: &str) -> DomainResult<String> {
-    let group = format!("@{name}");
+    // `@reviewers` is accepted too: the name as clients write it elsewhere.
+    let group = format!("@{}", name.strip_prefix('@').unwrap_or(name));
     validate_group(&group)
         .map_err(|_| DomainError::invalid(format!("group name {name:?} must match ^[a-z0-9][a-z0-9_.-]{{0,62}}$")))?;
     Ok(group)

@@ -97,17 +97,39 @@ pub struct DirectivePage {
     pub next_before: Option<String>,
 }
 
-/// The body of an action: `start` none; `progress` `message`/`percent`; `complete` `result`;
-/// `fail` `failure`; `reject` and `cancel` `reason`. Fields of another action are refused.
+/// `start`: no body, or `{}`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct DirectiveActionBody {
+#[serde(deny_unknown_fields)]
+pub struct StartBody {}
+
+/// `progress`: both fields optional.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProgressBody {
     #[schema(max_length = 1000)]
     pub message: Option<String>,
     #[schema(minimum = 0, maximum = 100)]
     pub percent: Option<u8>,
-    /// A JSON object, at most 64 KiB encoded.
+}
+
+/// `complete`: the result, a JSON object of at most 64 KiB (default `{}`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteBody {
     pub result: Option<Value>,
-    pub failure: Option<DirectiveFailure>,
+}
+
+/// `fail`: why.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailBody {
+    pub failure: DirectiveFailure,
+}
+
+/// `reject` and `cancel`: an optional reason.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReasonBody {
     #[schema(max_length = 1000)]
     pub reason: Option<String>,
 }

@@ -107,8 +107,12 @@ pub fn parse_create(map: &Map<String, Value>) -> Result<CreateRequest, ApiError>
 /// Reads the body of `action` (one of `ACTIONS`), ignoring `skip` keys the surface itself
 /// used (the WebSocket's `op`, `action`, `directive_id`).
 pub fn parse_action(action: &str, map: &Map<String, Value>, skip: &[&str]) -> Result<Action, ApiError> {
-    let body: Map<String, Value> =
-        map.iter().filter(|(k, _)| !skip.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+    // A null field is no field (as in every other body).
+    let body: Map<String, Value> = map
+        .iter()
+        .filter(|(k, v)| !skip.contains(&k.as_str()) && !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let what = action.to_string();
     match action {
         "start" => {

@@ -111,7 +111,9 @@ pub fn parse_recall_many(map: &Map<String, Value>) -> Result<RecallMany, ApiErro
             truncate(k, 64)
         )));
     }
-    match (map.get("fanout_id"), map.get("correlation_id")) {
+    // A null is no value, as in every other body.
+    let given = |k: &str| map.get(k).filter(|v| !v.is_null());
+    match (given("fanout_id"), given("correlation_id")) {
         (Some(Value::String(id)), None) => {
             canonical_uuid(id).map(RecallMany::Fanout).ok_or_else(|| ApiError::invalid("fanout_id must be a uuid"))
         }

@@ -17,7 +17,9 @@ use crate::api::http::extract::{json_object, PathId};
 use crate::auth::AgentAuth;
 use crate::directives::{self, ListRequest, MAX_WAIT};
 use crate::error::ApiError;
-use crate::openapi::directive_schemas::{DirectiveActionBody, DirectiveBody, DirectiveCreateBody, DirectivePage};
+use crate::openapi::directive_schemas::{
+    CompleteBody, DirectiveBody, DirectiveCreateBody, DirectivePage, FailBody, ProgressBody, ReasonBody, StartBody,
+};
 use crate::state::Gateway;
 use crate::wire::directives::{parse_action, parse_create};
 
@@ -80,20 +82,16 @@ pub async fn list(
     Ok(Json(directives::list(&gw, &agent.tenant, &agent.identity, req).await?))
 }
 
-/// Starts, reports progress on, completes, fails, rejects or cancels a directive.
-#[utoipa::path(post, path = "/v1/directives/{id}/{action}", tag = "directives", operation_id = "act_on_directive",
-    params(("id" = String, Path, description = "the directive id"),
-           ("action" = String, Path, description = "start, progress, complete, fail, reject or cancel")),
-    request_body(content = DirectiveActionBody, description = "the action's body (start: none)"),
-    responses((status = 200, description = "the directive after the action", body = DirectiveBody)))]
-pub async fn act(
-    State(gw): State<Gateway>,
-    AgentAuth(agent): AgentAuth,
-    path: Result<Path<(String, String)>, PathRejection>,
+/// Carries out `action` on the directive of the path (every action handler below).
+async fn act(
+    gw: Gateway,
+    agent: crate::agent::Agent,
+    path: Result<Path<String>, PathRejection>,
+    action: &str,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Path((id, action)) = path.map_err(|_| ApiError::invalid("the path parameters could not be read"))?;
-    let action = parse_action(&action, &json_object(body)?, &[])?;
+    let Path(id) = path.map_err(|_| ApiError::invalid("the path parameter could not be read"))?;
+    let action = parse_action(action, &json_object(body)?, &[])?;
     let Some(id) = crate::wire::canonical_uuid(&id) else {
         return Err(ApiError::invalid(
             "the id in the path must be a uuid written as 8-4-4-4-12 hex digits with hyphens",
@@ -101,3 +99,35 @@ pub async fn act(
     };
     Ok(Json(directives::act(&gw, &agent.tenant, &agent.identity, id, action).await?))
 }
+
+/// One handler per action, so the document gives each its own body.
+macro_rules! action {
+    ($name:ident, $action:literal, $op:literal, $body:ty, $doc:literal) => {
+        #[doc = $doc]
+        #[utoipa::path(post, path = concat!("/v1/directives/{id}/", $action), tag = "directives", operation_id = $op,
+            params(("id" = String, Path, description = "the directive id")),
+            request_body(content = $body, description = "the action's body (a body may be empty or `{}` where every field is optional)"),
+            responses((status = 200, description = "the directive after the action", body = DirectiveBody)))]
+        pub async fn $name(
+            State(gw): State<Gateway>,
+            AgentAuth(agent): AgentAuth,
+            path: Result<Path<String>, PathRejection>,
+            body: Result<Bytes, BytesRejection>,
+        ) -> Result<Json<Value>, ApiError> {
+            act(gw, agent, path, $action, body).await
+        }
+    };
+}
+
+action!(start, "start", "start_directive", StartBody, "Claims a directive (a group's: the first member to start it).");
+action!(
+    progress,
+    "progress",
+    "report_directive_progress",
+    ProgressBody,
+    "Reports progress on a started directive (its claimer)."
+);
+action!(complete, "complete", "complete_directive", CompleteBody, "Completes a directive with its result.");
+action!(fail, "fail", "fail_directive", FailBody, "Fails a directive with a code and message.");
+action!(reject, "reject", "reject_directive", ReasonBody, "Declines a directive (a group member: for itself).");
+action!(cancel, "cancel", "cancel_directive", ReasonBody, "Cancels a directive (its issuer).");
