@@ -27,7 +27,7 @@ pub enum Failure {
     Usage(String),
     /// The bus answered, and what it said ends the verb with its own exit code: a directive
     /// waited for that ended other than `completed`, or was still open when the wait ended
-    /// (`directives::exit_code`).
+    /// (`wait::exit_code`).
     Ended { exit: i32, message: String },
 }
 

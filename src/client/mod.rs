@@ -7,7 +7,7 @@
 //! Deliberately no logic the server has: the CLI never decides, it asks. The one table it holds
 //! is the built-in per-type defaults (`signal types`), read from `bus::catalog`. Exit codes:
 //! 0 ok, 1 the bus answered an error, 2 usage (clap, a bad flag value), 3 the bus is unreachable;
-//! a directive waited for (`--wait`) that did not complete exits 4 to 8 (`directives::EXIT_*`).
+//! a directive waited for (`--wait`) that did not complete exits 4 to 8 (`wait::EXIT_*`).
 
 //!
 //! # Layout
@@ -16,7 +16,8 @@
 //! - `http`: the request, its token and URL, and a `Failure`; `render`: tables and errors.
 //! - `listen`: the WebSocket session of `listen`.
 //! - `directives`, `groups`: the `directive` and `group` verbs, flags and printing each;
-//!   `fanout`: the answers of a send to `@group` and of recalling many.
+//!   `wait`: `--wait` until a directive ends, and its exit codes; `fanout`: the answers of a
+//!   send to `@group` and of recalling many.
 
 pub(crate) mod args;
 pub(crate) mod directives;
@@ -26,5 +27,6 @@ pub(crate) mod http;
 mod listen;
 mod render;
 mod verbs;
+mod wait;
 
 pub use verbs::run;
