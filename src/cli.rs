@@ -55,7 +55,7 @@ pub enum Command {
     /// Send, recall, show and list signals.
     #[command(subcommand)]
     Signal(crate::client::args::SignalCmd),
-    /// Ask agents or groups to do work, and act on what you were asked (CONTRACT §14).
+    /// Ask agents or groups to do work, and act on what you were asked.
     #[command(subcommand)]
     Directive(crate::client::directives::DirectiveCmd),
     /// Create groups and set their members (admin), join or leave them (agents), list them.

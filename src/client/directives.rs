@@ -41,7 +41,7 @@ pub enum DirectiveCmd {
         /// (1 second to 30 days; default: the bus's, 24h unless configured).
         #[arg(long, value_parser = humantime::parse_duration)]
         deadline: Option<Duration>,
-        /// Free text copied onto the directive (and findable with `signal list`'s conversations).
+        /// Free text copied onto the directive, to tie it to your own records.
         #[arg(long)]
         correlation_id: Option<String>,
         /// Then wait this long (e.g. 60s, 10m) for the directive to end; the exit code says how
