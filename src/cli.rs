@@ -55,6 +55,12 @@ pub enum Command {
     /// Send, recall, show and list signals.
     #[command(subcommand)]
     Signal(crate::client::args::SignalCmd),
+    /// Ask agents or groups to do work, and act on what you were asked.
+    #[command(subcommand)]
+    Directive(crate::client::directives::DirectiveCmd),
+    /// Create groups and set their members (admin), join or leave them (agents), list them.
+    #[command(subcommand)]
+    Group(crate::client::groups::GroupCmd),
     /// Show (or drain) the caller's pending signals.
     Inbox(crate::client::args::InboxArgs),
     /// Receive signals as they arrive (a WebSocket session); --json prints one line each.

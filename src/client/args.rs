@@ -1,6 +1,6 @@
 //! The client verbs' command line: the connection flags every verb takes (`Conn`), and the
 //! subcommands and arguments of `agent`, `signal`, `inbox`, `listen`, `ack`, `plugin`, `admin`
-//! and `doctor`.
+//! and `doctor` (`directive` and `group` keep theirs in `directives.rs` and `groups.rs`).
 //!
 //! Deliberately only clap types: `verbs.rs` runs them, `cli.rs` puts them into the command tree.
 
@@ -71,7 +71,8 @@ pub enum SignalCmd {
     /// priority: see `signalbus signal types`); a sync signal to a recipient that is not
     /// connected bounces instead of queueing.
     Send {
-        /// The recipient's identity.
+        /// The recipient's identity, or @group: one signal to each member but you, all with one
+        /// fanout_id, printed one line per member.
         to: String,
         /// The signal type, e.g. Question, Blocker, TaskAssigned, StatusUpdate (any name
         /// matching ^[A-Za-z][A-Za-z0-9_.]{0,63}$; unknown types get the async defaults).
@@ -102,9 +103,17 @@ pub enum SignalCmd {
         #[command(flatten)]
         conn: Conn,
     },
-    /// Recall a signal you sent.
+    /// Recall a signal you sent, or every signal of one fan-out or one conversation.
+    #[command(group(clap::ArgGroup::new("which").required(true).args(["signal_id", "fanout", "correlation"])))]
     Recall {
-        signal_id: String,
+        /// The signal's id.
+        signal_id: Option<String>,
+        /// Recall each signal of this fan-out (the fanout_id a send to @group answered).
+        #[arg(long)]
+        fanout: Option<String>,
+        /// Recall each of your signals with this correlation id.
+        #[arg(long)]
+        correlation: Option<String>,
         #[command(flatten)]
         conn: Conn,
     },

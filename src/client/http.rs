@@ -25,6 +25,10 @@ pub enum Failure {
     Unreachable(String),
     /// The invocation itself is wrong (exit 2).
     Usage(String),
+    /// The bus answered, and what it said ends the verb with its own exit code: a directive
+    /// waited for that ended other than `completed`, or was still open when the wait ended
+    /// (`wait::exit_code`).
+    Ended { exit: i32, message: String },
 }
 
 impl Failure {
@@ -33,6 +37,7 @@ impl Failure {
             Failure::Bus { .. } | Failure::Failed(_) => 1,
             Failure::Usage(_) => 2,
             Failure::Unreachable(_) => 3,
+            Failure::Ended { exit, .. } => *exit,
         }
     }
 
@@ -88,6 +93,16 @@ pub fn base_url(conn: &Conn) -> Result<Url, Failure> {
 /// Sends one request and returns the JSON body of a 2xx answer. The HTTP exchange is the
 /// client library's (`signalbus_client::HttpApi`); the exit codes and hints are the CLI's.
 pub async fn call(conn: &Conn, method: Method, path: &str, body: Option<Value>) -> Result<Value, Failure> {
+    call_with_status(conn, method, path, body).await.map(|(_, v)| v)
+}
+
+/// `call`, with the status of the 2xx answer (201 created vs 200 found or updated).
+pub async fn call_with_status(
+    conn: &Conn,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> Result<(u16, Value), Failure> {
     let base = base_url(conn)?;
     let token = token(conn);
     let url = base.as_str().trim_end_matches('/');
@@ -100,7 +115,7 @@ pub async fn call(conn: &Conn, method: Method, path: &str, body: Option<Value>) 
         })
     })?;
     if status.is_success() {
-        return Ok(value);
+        return Ok((status.as_u16(), value));
     }
     let hint = (status.as_u16() == 401 && token.is_none()).then(|| {
         format!(

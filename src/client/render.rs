@@ -16,7 +16,8 @@ pub fn print(json: bool, value: &Value, rows: Option<&[Value]>, columns: &[&str]
     }
 }
 
-fn cell(v: Option<&Value>) -> String {
+/// One value as a table cell: strings bare, null as `-`, anything else as JSON.
+pub fn cell(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => "-".to_string(),
         Some(Value::String(s)) => s.clone(),
@@ -25,23 +26,38 @@ fn cell(v: Option<&Value>) -> String {
 }
 
 fn table(rows: &[Value], columns: &[&str]) {
+    print!("{}", table_text(rows, columns));
+}
+
+/// `rows` (objects) as an aligned table of `columns`, headed by their names in capitals, each
+/// line ending in a newline; `(none)` under the header when there is no row.
+pub fn table_text(rows: &[Value], columns: &[&str]) -> String {
     let cells: Vec<Vec<String>> = rows.iter().map(|r| columns.iter().map(|c| cell(r.get(*c))).collect()).collect();
     let widths: Vec<usize> = columns
         .iter()
         .enumerate()
         .map(|(i, c)| cells.iter().map(|r| r[i].chars().count()).chain([c.len()]).max().unwrap_or(0))
         .collect();
-    let line = |vals: Vec<String>| {
+    let mut out = String::new();
+    let mut line = |vals: Vec<String>| {
         let parts: Vec<String> = vals.iter().zip(&widths).map(|(v, w)| format!("{v:<w$}")).collect();
-        println!("{}", parts.join("  ").trim_end());
+        out.push_str(parts.join("  ").trim_end());
+        out.push('\n');
     };
     line(columns.iter().map(|c| c.to_uppercase()).collect());
     for r in cells {
         line(r);
     }
     if rows.is_empty() {
-        println!("(none)");
+        out.push_str("(none)\n");
     }
+    out
+}
+
+/// Label–value lines in the order given, the values aligned, each line ending in a newline.
+pub fn pairs_text(pairs: &[(&str, String)]) -> String {
+    let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    pairs.iter().map(|(k, v)| format!("{k:<width$}  {v}").trim_end().to_string() + "\n").collect()
 }
 
 fn key_values(value: &Value) {
@@ -80,6 +96,8 @@ pub fn failure(json: bool, f: &super::http::Failure) {
                 eprintln!("hint: {h}");
             }
         }
-        Failure::Failed(m) | Failure::Unreachable(m) | Failure::Usage(m) => eprintln!("error: {m}"),
+        Failure::Failed(m) | Failure::Unreachable(m) | Failure::Usage(m) | Failure::Ended { message: m, .. } => {
+            eprintln!("error: {m}")
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! What each client verb asks the bus, and how its answer is shown.
+//! What each client verb asks the bus, and how its answer is shown; `directive` and `group` are
+//! handed to `directives.rs` and `groups.rs`, a fan-out's answer to `fanout.rs`.
 //!
 //! Deliberately one small function per verb; the shapes are CONTRACT §8's.
 
@@ -6,6 +7,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use super::args::{AckArgs, AdminCmd, AgentCmd, Conn, DoctorArgs, InboxArgs, PluginCmd, SignalCmd};
+use super::fanout;
 use super::http::{call, segment, Failure};
 use super::render::{failure, print};
 use crate::cli::Command;
@@ -27,6 +29,8 @@ pub async fn run(command: Command) -> i32 {
             (conn, r)
         }
         Command::Doctor(args) => doctor(args).await,
+        Command::Directive(cmd) => super::directives::run(cmd).await,
+        Command::Group(cmd) => super::groups::run(cmd).await,
         _ => unreachable!("server roles are not client verbs"),
     };
     match result {
@@ -127,7 +131,13 @@ async fn signal(cmd: SignalCmd) -> Outcome {
                     body[k] = v;
                 }
             }
-            let r = call(&conn, Method::POST, "/v1/signals", Some(body)).await.map(|v| print(conn.json, &v, None, &[]));
+            let r = call(&conn, Method::POST, "/v1/signals", Some(body)).await.and_then(|v| {
+                if fanout::is_fanout(&v) {
+                    return fanout::show_fanout(conn.json, &v);
+                }
+                print(conn.json, &v, None, &[]);
+                Ok(())
+            });
             let r = r.map_err(|f| match f.code() {
                 Some("recipient_unavailable") => f.with_hint(bounce_hint(&to, &signal_type, class.as_deref())),
                 _ => f,
@@ -145,9 +155,16 @@ async fn signal(cmd: SignalCmd) -> Outcome {
             );
             (conn, Ok(()))
         }
-        SignalCmd::Recall { signal_id, conn } => {
-            let path = format!("/v1/signals/{}/recall", segment(&signal_id));
-            let r = call(&conn, Method::POST, &path, None).await.map(|v| print(conn.json, &v, None, &[]));
+        SignalCmd::Recall { signal_id, fanout, correlation, conn } => {
+            let r = match (signal_id, fanout, correlation) {
+                (Some(id), _, _) => {
+                    let path = format!("/v1/signals/{}/recall", segment(&id));
+                    call(&conn, Method::POST, &path, None).await.map(|v| print(conn.json, &v, None, &[]))
+                }
+                (None, Some(f), _) => fanout::recall_many(&conn, "fanout_id", &f).await,
+                (None, None, Some(c)) => fanout::recall_many(&conn, "correlation_id", &c).await,
+                (None, None, None) => Err(Failure::Usage("name a signal id, --fanout ID or --correlation ID".into())),
+            };
             (conn, r)
         }
         SignalCmd::Show { signal_id, conn } => {
