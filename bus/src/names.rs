@@ -62,7 +62,7 @@ pub fn validate_group(s: &str) -> DomainResult<()> {
         .ok_or_else(|| DomainError::invalid(format!("group {s:?} must match ^@[a-z0-9][a-z0-9_.-]{{0,62}}$")))
 }
 
-/// The group named in a URL path, where it goes without its `@` (`/v1/groups/reviewers`).
+/// The group named in a URL path, where it goes without its `@` (`/v1/groups/reviewers`) or with it.
 pub fn group_from_path(name: &str) -> DomainResult<String> {
     // `@reviewers` is accepted too: the name as clients write it elsewhere.
     let group = format!("@{}", name.strip_prefix('@').unwrap_or(name));
@@ -129,7 +129,7 @@ mod tests {
     }
 
     #[test]
-    fn group_names_follow_the_contract_pattern_and_go_without_their_at_in_paths() {
+    fn group_names_follow_the_contract_pattern_and_go_with_or_without_their_at_in_paths() {
         for ok in ["@reviewers", "@a", "@build.ci-2_x", &format!("@{}", "a".repeat(63))] {
             assert!(validate_group(ok).is_ok(), "{ok}");
         }
@@ -137,7 +137,9 @@ mod tests {
             assert!(validate_group(bad).is_err(), "{bad}");
         }
         assert_eq!(group_from_path("reviewers"), Ok("@reviewers".to_string()));
-        assert!(group_from_path("@reviewers").is_err());
+        // The `@` may also be written in a path (as clients write the name elsewhere), once.
+        assert_eq!(group_from_path("@reviewers"), Ok("@reviewers".to_string()));
+        assert!(group_from_path("@@reviewers").is_err());
         assert!(is_group("@reviewers") && !is_group("bob"));
         assert!(validate_identity("@reviewers").is_err(), "no identity can pass for a group");
     }
