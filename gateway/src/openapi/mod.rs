@@ -188,6 +188,22 @@ fn declare_rules(doc: &mut Value) {
     create["idempotency_key"]["pattern"] = json!(rules::NO_NUL);
     create["params"] = json!({"type": ["object", "null"], "propertyNames": {"pattern": rules::NO_NUL},
         "additionalProperties": {"$ref": "#/components/schemas/NulFreeJson"}, "description": "a JSON object of at most 64 KiB encoded"});
+    let object_or_null = json!({"type": ["object", "null"], "propertyNames": {"pattern": rules::NO_NUL},
+        "additionalProperties": {"$ref": "#/components/schemas/NulFreeJson"}, "description": "a JSON object of at most 64 KiB encoded (default `{}`)"});
+    schemas["CompleteBody"]["properties"]["result"] = object_or_null;
+    let text =
+        |min: u64, max: u64| json!({"type": "string", "minLength": min, "maxLength": max, "pattern": rules::NO_NUL});
+    schemas["DirectiveFailure"] = json!({"type": "object", "additionalProperties": false, "required": ["code"],
+        "properties": {"code": text(1, 64), "message": text(0, 1000)}});
+    schemas["RecallManyBody"] = json!({"type": "object", "additionalProperties": false,
+        "description": "exactly one of fanout_id and correlation_id",
+        "properties": {"fanout_id": {"type": "string", "format": "uuid"}, "correlation_id": text(1, 64)},
+        "oneOf": [{"required": ["fanout_id"], "not": {"required": ["correlation_id"]}},
+                  {"required": ["correlation_id"], "not": {"required": ["fanout_id"]}}]});
+    for (body, field) in [("ProgressBody", "message"), ("ReasonBody", "reason")] {
+        schemas[body]["properties"][field] =
+            json!({"type": ["string", "null"], "maxLength": 1000, "pattern": rules::NO_NUL});
+    }
     let register = &mut schemas["RegisterRequest"]["properties"];
     register["identity"] = json!({"type": "string", "pattern": rules::IDENTITY,
         "not": {"pattern": "^[sS][iI][gG][nN][aA][lL][bB][uU][sS]$"},
