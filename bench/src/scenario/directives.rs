@@ -152,10 +152,13 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
             "direct": {"completed_per_s": per_sec(n_direct, args.duration), "round_trip": latency_json(&direct)},
             "group": {"completed_per_s": per_sec(n_group, args.duration), "round_trip": latency_json(&group_h)},
             "create_latency": latency_json(&create),
-            "refused": c.refused.load(Ordering::Relaxed),
-            "ended_otherwise": c.other_end.load(Ordering::Relaxed),
-            "completes_won": c.completes_won.load(Ordering::Relaxed),
-            "completes_lost": c.completes_lost.load(Ordering::Relaxed),
+            // Counted over the whole run, warm-up and drain included.
+            "whole_run": {
+                "refused": c.refused.load(Ordering::Relaxed),
+                "ended_otherwise": c.other_end.load(Ordering::Relaxed),
+                "completes_won": c.completes_won.load(Ordering::Relaxed),
+                "completes_lost": c.completes_lost.load(Ordering::Relaxed),
+            },
             "events_per_s": per_sec(events, args.duration),
             "events_per_directive": if completed > 0 { json!(round(events as f64 / completed as f64, 2)) } else { Value::Null },
         },

@@ -145,7 +145,8 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
         let last = latency_json(&t.last);
         let mut v = json!({
             "size": size,
-            "sends": sends,
+            "sends_whole_phase": sends,
+            "sends_per_s": per_sec(t.complete + t.incomplete, args.duration),
             "delivered": t.delivered,
             "delivered_per_s": delivered_per_s,
             "complete_sends": t.complete,
