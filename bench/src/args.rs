@@ -10,12 +10,17 @@ use clap::Parser;
 
 use crate::bed;
 
+/// The measurement window of each phase of `directives` and `fanout` when `--duration` is not
+/// given: they run two and three phases, and should take about a minute in all.
+pub const DEFAULT_PHASE: Duration = Duration::from_secs(10);
+
 #[derive(Debug, Clone, Parser)]
 #[command(name = "bench", about = "signalbus benchmarks")]
 pub struct Args {
-    /// throughput | latency | connections | memory | sweeper | rebuild | peer
+    /// throughput | latency | connections | memory | sweeper | rebuild | peer | directives | fanout
     pub scenario: String,
-    /// Measurement window.
+    /// Measurement window (of each phase, for `directives` and `fanout`, whose default is
+    /// shorter: `DEFAULT_PHASE`).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
     /// Traffic before the window that is not measured.
@@ -100,6 +105,19 @@ pub struct Args {
     /// `peer`: unacked messages RabbitMQ pushes to a recipient before its acks.
     #[arg(long, default_value_t = 256)]
     pub prefetch: u16,
+    /// `directives`: issuer sessions (and, beside them, the signal baseline's senders).
+    #[arg(long, default_value_t = 4)]
+    pub issuers: usize,
+    /// `directives`: worker sessions, also the members of the group directives go to (and the
+    /// signal baseline's recipients).
+    #[arg(long, default_value_t = 4)]
+    pub workers: usize,
+    /// `fanout`: sender sessions.
+    #[arg(long, default_value_t = 4)]
+    pub fanout_senders: usize,
+    /// `fanout`: the group sizes, one phase each (every member a connected session).
+    #[arg(long, value_delimiter = ',', default_value = "10,100")]
+    pub group_sizes: Vec<usize>,
     /// Internal: the child process of `connections` that holds the sessions.
     #[arg(long, hide = true)]
     pub tokens_file: Option<std::path::PathBuf>,

@@ -1,5 +1,5 @@
-//! Talking to a bus as its users do: registering agents over HTTP with the admin token, and
-//! opening WebSocket sessions (waiting out the moment between registering a token and the
+//! Talking to a bus as its users do: registering agents and making groups over HTTP with the
+//! admin token, and opening WebSocket sessions (waiting out the moment between registering a token and the
 //! gateway having read it from the stream).
 //!
 //! Deliberately no protocol logic beyond that: what a client does on its socket is the
@@ -42,6 +42,36 @@ async fn register(http: &reqwest::Client, target: &Target, identity: &str) -> an
         .await
         .with_context(|| format!("registering {identity}"))?;
     Ok(reg.token)
+}
+
+/// Creates group `@name` in tenant `default` through the admin API, without announcements (a
+/// benchmark's setup should not send every member a `PeerJoined` per member), and adds
+/// `members` to it (16 calls at a time).
+pub async fn create_group(
+    http: &reqwest::Client,
+    target: &Target,
+    name: &str,
+    members: &[String],
+) -> anyhow::Result<()> {
+    let url = format!("{}/v1/groups/{name}", target.base);
+    let body = serde_json::json!({"tenant": "default", "announce": false});
+    let r = http.put(&url).bearer_auth(&target.admin_token).json(&body).send().await.context("create group")?;
+    if !r.status().is_success() {
+        bail!("creating @{name}: {} {}", r.status(), r.text().await.unwrap_or_default());
+    }
+    let add = |member: String| {
+        let req = http.put(format!("{url}/members/{member}?tenant=default")).bearer_auth(&target.admin_token);
+        async move {
+            let r = req.send().await.context("add member")?;
+            if !r.status().is_success() {
+                bail!("adding {member} to @{name}: {} {}", r.status(), r.text().await.unwrap_or_default());
+            }
+            Ok(())
+        }
+    };
+    let added: Vec<anyhow::Result<()>> =
+        futures::stream::iter(members.iter().cloned().map(add)).buffered(16).collect().await;
+    added.into_iter().collect()
 }
 
 /// Opens a session and reads its welcome frame. A fresh token may not be known to the gateway

@@ -251,7 +251,7 @@ async fn sender(
 }
 
 /// The send stamp carried in a result frame's `"ref":"<k>:<stamp>"`.
-fn stamp_of_ref(frame: &str) -> Option<u64> {
+pub(crate) fn stamp_of_ref(frame: &str) -> Option<u64> {
     let rest = &frame[frame.find(r#""ref":""#)? + 7..];
     let r = &rest[..rest.find('"')?];
     r.split_once(':')?.1.parse().ok()
@@ -305,7 +305,10 @@ async fn recipient(
     Ok(hist)
 }
 
-async fn flush_acks(sink: &mut futures::stream::SplitSink<Ws, Message>, acks: &mut Vec<String>) -> anyhow::Result<()> {
+pub(crate) async fn flush_acks(
+    sink: &mut futures::stream::SplitSink<Ws, Message>,
+    acks: &mut Vec<String>,
+) -> anyhow::Result<()> {
     let frame = serde_json::json!({"op": "ack", "signal_ids": std::mem::take(acks)}).to_string();
     sink.send(Message::text(frame)).await.context("ack frame")
 }

@@ -2,7 +2,7 @@
 //! starts its own bus in this process (private nats-server + fresh PostgreSQL database, or
 //! embedded with `--embedded`) or targets `--url`, drives one workload and prints one JSON line
 //! of results followed by a short human summary. Scenarios: throughput, latency, connections,
-//! memory, sweeper, rebuild, peer (see `docs/performance.md`).
+//! memory, sweeper, rebuild, peer, directives, fanout (see `docs/performance.md`).
 //!
 //! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
 //! never asserted, because a shared machine makes timed assertions flaky.
@@ -23,13 +23,20 @@ mod report;
 mod scenario;
 
 use anyhow::bail;
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 use serde_json::json;
 
 use crate::args::Args;
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let matches = Args::command().get_matches();
+    let mut args = Args::from_arg_matches(&matches)?;
+    if matches!(args.scenario.as_str(), "directives" | "fanout")
+        && matches.value_source("duration") == Some(ValueSource::DefaultValue)
+    {
+        args.duration = args::DEFAULT_PHASE;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -58,8 +65,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "sweeper" => scenario::sweeper::run(&args).await?,
         "rebuild" => scenario::rebuild::run(&args).await?,
         "peer" => scenario::peer::run(&args).await?,
+        "directives" => scenario::directives::run(&args).await?,
+        "fanout" => scenario::fanout::run(&args).await?,
         other => {
-            bail!("unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild or peer")
+            bail!(
+                "unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild, peer, \
+                 directives or fanout"
+            )
         }
     };
     let params = json!({
@@ -84,6 +96,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "latency_rate": args.latency_rate,
         "rounds": args.rounds,
         "prefetch": args.prefetch,
+        "issuers": args.issuers,
+        "workers": args.workers,
+        "fanout_senders": args.fanout_senders,
+        "group_sizes": args.group_sizes,
     });
     report::print(&args.scenario, params, report::machine(load_before), &outcome);
     Ok(())

@@ -3,6 +3,8 @@
 //! Deliberately nothing shared here: shared pieces live in `bed`, `client`, `drive`, `raw`.
 
 pub mod connections;
+pub mod directives;
+pub mod fanout;
 pub mod memory;
 pub mod peer;
 pub mod rebuild;

@@ -23,11 +23,22 @@ pub(crate) struct ModeRun {
     pub summary: String,
 }
 
-async fn target(args: &Args, embedded: bool) -> anyhow::Result<Target> {
+pub(crate) async fn target(args: &Args, embedded: bool) -> anyhow::Result<Target> {
     Ok(match &args.url {
         Some(url) => Target::external(url, args.admin_token.as_deref().unwrap_or_default(), args.nats_url.clone()),
         None => Target::start(embedded, args.nats).await?,
     })
+}
+
+/// `external` (with `--url`), `embedded` or `distributed`.
+pub(crate) fn mode_name(args: &Args, embedded: bool) -> &'static str {
+    if args.url.is_some() {
+        "external"
+    } else if embedded {
+        "embedded"
+    } else {
+        "distributed"
+    }
 }
 
 pub(crate) async fn one_mode(
@@ -36,13 +47,7 @@ pub(crate) async fn one_mode(
     embedded: bool,
     with_raw: bool,
 ) -> anyhow::Result<ModeRun> {
-    let mode = if args.url.is_some() {
-        "external"
-    } else if embedded {
-        "embedded"
-    } else {
-        "distributed"
-    };
+    let mode = mode_name(args, embedded);
     let target = target(args, embedded).await?;
     let before = match (&target.nats_url, embedded) {
         (Some(url), false) => Some(raw::stream_totals(url, BUS_STREAM).await?),

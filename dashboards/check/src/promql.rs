@@ -1,5 +1,5 @@
-//! The metric contract the dashboards may query (CONTRACT §11 plus the sweeper's expiry-lag
-//! histogram), a minimal PromQL reader that finds every series selector, label matcher and
+//! The metric contract the dashboards may query (CONTRACT §11, the directive and fan-out series
+//! of §14 and §15, plus the sweeper's expiry-lag histogram), a minimal PromQL reader that finds every series selector, label matcher and
 //! grouping label in an expression, and the promtool rules file that lets `promtool check
 //! rules` parse every expression for real.
 //!
@@ -18,8 +18,8 @@ pub enum Kind {
     Histogram,
 }
 
-/// Every series a dashboard may reference: CONTRACT §11, plus
-/// `signalbus_sweeper_expiry_lag_seconds` (the sweeper's on-time histogram).
+/// Every series a dashboard may reference: CONTRACT §11, the series of §14 (directives) and §15
+/// (fan-out), plus `signalbus_sweeper_expiry_lag_seconds` (the sweeper's on-time histogram).
 pub const ALLOWED_SERIES: &[(&str, Kind, &[&str])] = &[
     (
         "signalbus_signals_sent_total",
@@ -40,6 +40,10 @@ pub const ALLOWED_SERIES: &[(&str, Kind, &[&str])] = &[
     ("signalbus_sweeper_runs_total", Kind::Counter, &[]),
     ("signalbus_sweeper_last_run_timestamp_seconds", Kind::Gauge, &[]),
     ("signalbus_sweeper_expiry_lag_seconds", Kind::Histogram, &[]),
+    ("signalbus_directives_created_total", Kind::Counter, &["directive_type"]),
+    ("signalbus_directives_finished_total", Kind::Counter, &["directive_type", "outcome"]),
+    ("signalbus_directive_duration_seconds", Kind::Histogram, &["directive_type", "outcome"]),
+    ("signalbus_fanouts_total", Kind::Counter, &["signal_type"]),
 ];
 
 /// Labels Prometheus attaches to every scraped series.

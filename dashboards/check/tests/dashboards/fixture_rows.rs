@@ -89,11 +89,47 @@ async fn sql_panels_run_against_the_read_models_and_return_what_their_panels_exp
         .map(|row| (int(row, "live"), int(row, "stale")));
     assert_eq!(daemon_ws, Some((1, 1)));
 
+    // Directives: both open statuses listed; the overdue claimed one first in the countdown.
+    let by_status: Vec<(String, i64)> = find(&ran, "open directives by status")
+        .rows
+        .iter()
+        .map(|row| (text(row, "status"), int(row, "open")))
+        .collect();
+    assert_eq!(by_status, [("requested".to_string(), 1), ("started".to_string(), 1)]);
+    let open = find(&ran, "open directives: claimer and deadline countdown");
+    assert_eq!(open.rows.len(), 2, "the two open directives of the tenant, not the ended ones");
+    let claimers: Vec<Option<String>> = open.rows.iter().map(|row| row.get("claimed_by")).collect();
+    assert_eq!(claimers, [Some("bob".to_string()), None], "overdue first; NULL when unclaimed");
+    let left: Vec<i64> = open.rows.iter().map(|row| int(row, "deadline_in_seconds")).collect();
+    assert!(left[0] < 0 && left[1] > 7_000 && left[1] <= 7_200, "countdowns {left:?}");
+    let percent: Vec<Option<i32>> = open.rows.iter().map(|row| row.get("progress_percent")).collect();
+    assert_eq!(percent, [Some(40), None]);
+
+    // Groups: every group of the tenant, members' presence from recipient_state.
+    let groups: Vec<(String, i64, i64, i64, String)> = find(&ran, "groups and members' presence")
+        .rows
+        .iter()
+        .map(|row| {
+            (
+                text(row, "group_name"),
+                int(row, "members"),
+                int(row, "available"),
+                int(row, "offline"),
+                text(row, "presence"),
+            )
+        })
+        .collect();
+    let want = [("@builders", 3, 2, 1, "bob: available, carol: available, erin: offline"), ("@reviewers", 0, 0, 0, "")];
+    assert_eq!(groups, want.map(|(g, m, a, o, p)| (g.to_string(), m, a, o, p.to_string())).to_vec());
+
     // The tenant variable with several values (and "All") expands to a quoted list.
     let all = run_all(&pool, "'acme','default'", 60).await;
     assert_eq!(single(&all, "pending_pickup (transient)", "pending_pickup"), 5);
     assert_eq!(single(&all, "available_now", "available_now"), 7);
     assert_eq!(single(&all, "daemon sessions", "stale"), 2);
+    let open_all: Vec<i64> = find(&all, "open directives by status").rows.iter().map(|row| int(row, "open")).collect();
+    assert_eq!(open_all, [2, 1]);
+    assert_eq!(find(&all, "groups and members' presence").rows.len(), 3);
     let tenants: BTreeSet<String> = find(&all, "variable tenant").rows.iter().map(|row| text(row, "tenant")).collect();
     assert_eq!(tenants, ["acme", "default"].map(String::from).into_iter().collect());
 }

@@ -147,6 +147,7 @@ impl LiveBus {
         let mut req = match method {
             "GET" => self.http.get(url),
             "POST" => self.http.post(url),
+            "PUT" => self.http.put(url),
             "DELETE" => self.http.delete(url),
             m => panic!("method {m}"),
         };
@@ -192,7 +193,6 @@ impl LiveBus {
         }
     }
 
-    /// `GET /metrics`, as Prometheus would scrape it.
     /// Polls the roster (`GET /v1/agents`, a read that is no heartbeat) until `identity`'s
     /// recipient state is `state`.
     pub async fn wait_for_state(&self, token: &str, identity: &str, state: &str) {
@@ -208,6 +208,7 @@ impl LiveBus {
         }
     }
 
+    /// `GET /metrics`, as Prometheus would scrape it.
     pub async fn scrape(&self) -> String {
         let resp = self.http.get(format!("{}/metrics", self.base)).send().await.expect("scrape /metrics");
         assert_eq!(resp.status().as_u16(), 200);
@@ -296,6 +297,11 @@ impl Session {
     /// The next pushed signal (its `signal` object).
     pub async fn signal(&mut self) -> Value {
         self.next(|v| v["op"] == "signal").await["signal"].clone()
+    }
+
+    /// The next pushed signal of type `signal_type` (its `signal` object); others are kept aside.
+    pub async fn signal_of(&mut self, signal_type: &str) -> Value {
+        self.next(|v| v["op"] == "signal" && v["signal"]["type"] == signal_type).await["signal"].clone()
     }
 
     pub async fn ack(&mut self, ids: &[&Value]) {

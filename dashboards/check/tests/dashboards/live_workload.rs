@@ -1,7 +1,7 @@
 //! The dashboards against a real bus: a workload through the HTTP and WebSocket API (sync and
 //! async sends to live, stale and offline recipients, bounces, an unknown recipient, live pushes,
 //! a piggyback session, an inbox drain, a startup drain, acks, every recall outcome, an expiry by the sweeper, daemon and interactive
-//! sessions opening, going stale and closing) fills PostgreSQL through JetStream and the
+//! sessions opening, going stale and closing; directives and a group send, `live_directives`) fills PostgreSQL through JetStream and the
 //! projector; then every PostgreSQL panel query runs against that database, and every PromQL
 //! expression is checked against what `/metrics` actually served after the workload.
 //!
@@ -19,6 +19,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::Row;
 
 use crate::live_bus::{LiveBus, WAIT};
+use crate::live_directives::{self, DELIVERIES};
 use crate::panels::{check_shapes, column, find, int, run_all, single, text};
 use crate::static_checks::promql_expressions;
 
@@ -101,6 +102,10 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     assert_eq!(s, 200, "{v}");
     assert!(v.to_string().contains(done["signal_id"].as_str().expect("id")), "{v}");
 
+    // Directives and groups (CONTRACT §14, §15), among identities already here.
+    live_directives::run(&bus, (&alice, &bob), [&mut alice_ws, &mut bob_ws, &mut carol_ws]).await;
+    println!("directives and groups done after {:?}", started.elapsed());
+
     // erin's daemon never reads: stale after STALE_AFTER, closed after twice that. Meanwhile
     // frank's daemon opens to a queued signal (startup drain), acks it and goes away.
     let erin_ws = bus.connect_silent(&erin, "daemon").await;
@@ -128,8 +133,8 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     check_shapes(&ran, "the live workload");
 
     // The state breakdowns: 6 deliveries (3 pushes, a startup drain, a piggyback, an inbox
-    // drain), 1 expiry, 1 recall, 1 pending.
-    assert_eq!(single(&ran, "available_now", "available_now"), 6);
+    // drain) plus the directive and group workload's pushes, 1 expiry, 1 recall, 1 pending.
+    assert_eq!(single(&ran, "available_now", "available_now"), 6 + DELIVERIES);
     assert_eq!(single(&ran, "pending_pickup (transient)", "pending_pickup"), 1);
     assert_eq!(single(&ran, "expired", "expired"), 1);
     assert_eq!(single(&ran, "recalled", "recalled"), 1);
@@ -149,7 +154,7 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     let ttd = find(&ran, "Time to delivery per type and path (rows)");
     let vias: BTreeSet<String> = ttd.rows.iter().map(|row| text(row, "delivered_via")).collect();
     assert_eq!(vias, VIAS.map(String::from).into_iter().collect());
-    assert_eq!(ttd.rows.iter().map(|row| int(row, "delivered")).sum::<i64>(), 6);
+    assert_eq!(ttd.rows.iter().map(|row| int(row, "delivered")).sum::<i64>(), 6 + DELIVERIES);
     let p95: BTreeSet<String> =
         column(&ran, "Time to delivery p95 by delivered_via (rows)", "metric").into_iter().collect();
     assert_eq!(p95, VIAS.map(String::from).into_iter().collect());
@@ -182,6 +187,7 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     let want = [(("daemon", "ws"), (1, 1)), (("interactive", "ws"), (1, 0))];
     assert_eq!(open, want.map(|((k, s), n)| ((k.to_string(), s.to_string()), n)).into());
     assert_eq!(column(&ran, "variable tenant", "tenant"), ["default"]);
+    live_directives::check_panels(&ran);
 
     let exposed = scrape_with_every_contract_series(&bus).await;
     check_promql_against_the_scrape(&exposed);
@@ -209,6 +215,7 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
         assert!(has("signalbus_sessions", label, value), "sessions {label}={value}");
     }
     assert!(has("signalbus_disconnects_total", "reason", "client_closed"));
+    live_directives::check_scrape(&exposed);
 
     drop((bob_ws, carol_ws, erin_ws));
     bus.shutdown().await;

@@ -66,6 +66,31 @@ pub const EXPECTED_COLUMNS: &[(&str, &str, &str, &[&str])] = &[
             "last_heartbeat",
         ],
     ),
+    ("signal-pipeline.json", "open directives by status", "A", &["status", "open"]),
+    (
+        "signal-pipeline.json",
+        "open directives: claimer and deadline countdown",
+        "A",
+        &[
+            "directive_id",
+            "tenant",
+            "directive_type",
+            "issuer",
+            "assignee",
+            "status",
+            "claimed_by",
+            "progress_percent",
+            "created_at",
+            "deadline",
+            "deadline_in_seconds",
+        ],
+    ),
+    (
+        "signal-pipeline.json",
+        "groups and members' presence",
+        "A",
+        &["tenant", "group_name", "self_join", "announce", "members", "available", "stale", "offline", "presence"],
+    ),
     ("signal-pipeline.json", "variable tenant", "var", &["tenant"]),
 ];
 
@@ -129,7 +154,7 @@ pub async fn run_all(pool: &PgPool, tenant_sql: &str, stale_after_seconds: u64) 
         }
         out.push(Ran { query: q, columns, rows });
     }
-    assert!(out.len() >= 14, "found only {} SQL queries", out.len());
+    assert!(out.len() >= 17, "found only {} SQL queries", out.len());
     out
 }
 
