@@ -123,8 +123,9 @@ async fn bad_directive_input_gets_specific_errors_and_records_nothing() {
         assert!(e["error"]["message"].as_str().unwrap().contains(words), "{body}: {e}");
     }
     assert_eq!(bus.log.last_seq().await.unwrap(), seq, "nothing half-recorded");
+    // Each action is a path of its own: another word names no operation.
     let (s, e) = act(&bus, &alice, &uuid::Uuid::new_v4().to_string(), "dance", json!({})).await;
-    assert_eq!((s, &e["error"]["code"]), (400, &json!("invalid_request")));
+    assert_eq!((s, &e["error"]["code"]), (404, &json!("not_found")));
     assert_eq!(act(&bus, &alice, &uuid::Uuid::new_v4().to_string(), "start", json!({})).await.0, 404);
 }
 
