@@ -43,15 +43,20 @@ pub async fn create(gw: &Gateway, tenant: &str, issuer: &str, req: CreateRequest
     }
     gw.backpressure().admit().await;
     let directive_id = directive_id_for(tenant, issuer, &req.idempotency_key);
-    // A repeat is answered from the stream whatever became of its assignee since.
-    let (existing, _) = gw.store().load_directive(tenant, directive_id).await?;
-    let members = match existing.requested {
-        Some(_) => Vec::new(),
-        None => {
-            let members = resolve_to(gw, tenant, &req.to).await?;
+    let members = match resolve_to(gw, tenant, &req.to).await {
+        Ok(members) => {
             check_policy(gw, tenant, issuer, &req.directive_type).await?;
             members
         }
+        // A repeat is answered from the stream whatever became of its assignee since (the
+        // common path reads nothing: `execute_directive` tries a create unread).
+        Err(e @ (ApiError::UnknownRecipient | ApiError::UnknownGroup(_))) => {
+            match gw.store().load_directive(tenant, directive_id).await?.0.requested {
+                Some(_) => Vec::new(),
+                None => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
     };
     let cfg = gw.config();
     let create = CreateDirective {
