@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use bus::directive::{directive_id_for, CreateDirective, DirectiveCommand, DirectiveState};
 use bus::names::is_group;
-use bus::send::RecipientView;
 use bus::store::DirectiveExecuted;
 use bus::DomainError;
 use chrono::{DateTime, Utc};
@@ -174,15 +173,7 @@ async fn carry_out(gw: &Gateway, tenant: &str, executed: &DirectiveExecuted) {
     }
     let cfg = gw.config();
     let now = Utc::now();
-    let view = |to: &str| {
-        let r = gw.presence().resolve(tenant, to, now, cfg.stale_after);
-        RecipientView {
-            registered: gw.registry().is_registered(tenant, to),
-            state: r.state,
-            has_live_ws: r.has_live_ws,
-            freshest_session: r.resolved.map(|(id, _)| id),
-        }
-    };
+    let view = |to: &str| reads::recipient_view(gw, tenant, to, now);
     match gw.store().send_lifecycle(tenant, &cfg.types, &effects, view, now).await {
         Ok(done) => {
             for (_, recorded) in done.sent.iter().filter(|(_, r)| r.created) {

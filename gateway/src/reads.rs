@@ -1,4 +1,5 @@
-//! The reads shared by the HTTP API and MCP: one signal's row for its sender or recipient, a
+//! The reads shared by the HTTP API, MCP and the operations: a recipient's view for a send
+//! decision, one signal's row for its sender or recipient, a
 //! tenant's roster with recipient state, and a plugin's compatibility state — each answered as
 //! the JSON body `GET /v1/signals/{id}`, `GET /v1/agents` and `GET /v1/plugins/{plugin}/state`
 //! give, so both surfaces answer byte-for-byte alike.
@@ -19,6 +20,18 @@ use crate::wire::{self, ts};
 
 /// How long a read waits for the read models to reach the stream's position.
 const READ_CONSISTENCY_WAIT: Duration = Duration::from_secs(2);
+
+/// What this process's registry and presence say of `to` as a recipient at `now`: the view every
+/// send decision is made on (`bus::send::RecipientView`).
+pub fn recipient_view(gw: &Gateway, tenant: &str, to: &str, now: chrono::DateTime<Utc>) -> bus::send::RecipientView {
+    let r = gw.presence().resolve(tenant, to, now, gw.config().stale_after);
+    bus::send::RecipientView {
+        registered: gw.registry().is_registered(tenant, to),
+        state: r.state,
+        has_live_ws: r.has_live_ws,
+        freshest_session: r.resolved.map(|(id, _)| id),
+    }
+}
 
 /// Read-your-writes: lets the read models reach what the stream holds now, briefly.
 pub async fn consistent(gw: &Gateway) {
