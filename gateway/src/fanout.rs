@@ -74,7 +74,11 @@ pub async fn send_to_group(gw: &Gateway, tenant: &str, from: &str, req: SendRequ
         .map(|m| (m.signal_id, gw.confirmations().watch(m.signal_id)))
         .collect();
     let sent = gw.store().record_fanout(tenant, from, plan).await;
-    metrics::fanout(&cfg.types, &signal_type);
+    // A fan-out counts once, when it sent something: a dedupe repeat that only found the
+    // members' originals is not a second fan-out.
+    if sent.results.iter().any(|m| m.outcome.as_ref().is_ok_and(|r| r.created)) {
+        metrics::fanout(&cfg.types, &signal_type);
+    }
     let entries: Vec<(MemberSent, Option<Watch>)> = sent
         .results
         .into_iter()
