@@ -12,7 +12,8 @@ use tokio::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::types::{SendOutcome, SendRequest, Signal};
+use crate::types::Signal;
+use crate::types_send::{SendOutcome, SendRequest};
 
 /// Removes a finished ask's waiter, however the ask ended.
 struct Waiter<'a> {

@@ -19,7 +19,8 @@ use crate::error::Result;
 use crate::http::{segment, HttpApi};
 use crate::shared::{usage, HandlerError, Inner, ReplayCallback, Seen, SessionState};
 use crate::spool::{Spool, SpoolEntry, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES};
-use crate::types::{SendResult, Signal};
+use crate::types::Signal;
+use crate::types_send::SendResult;
 
 impl Client {
     /// Options for a client of the bus at `url` (`http(s)://host:port`) with an agent `token`.

@@ -16,11 +16,13 @@ use crate::error::{Error, Result};
 use crate::http::{segment, with_tenant};
 use crate::replay::spool_send;
 use crate::rpc::{ack_ids, over_session_or_http, send_result, transmit_send};
+use crate::schedule;
 use crate::shared::usage;
 use crate::types::{
-    default_delivery_class, Agent, FactPage, ListQuery, PluginState, RecallAnswer, RecallOutcome, Roster, SendOutcome,
-    SendRequest, Signal, SignalPage, SignalRow, Signals,
+    Agent, FactPage, ListQuery, PluginState, RecallAnswer, RecallOutcome, Roster, Signal, SignalPage, SignalRow,
+    Signals,
 };
+use crate::types_send::{SendOutcome, SendRequest};
 
 impl Client {
     /// Sends a signal (CONTRACT §4). It always carries a dedupe_key (the request's, or a fresh
@@ -30,6 +32,13 @@ impl Client {
     /// available recipient now, so it is never spooled and fails at once (`Unreachable`: nothing
     /// was sent). Errors: `RecipientUnavailable` (a bounced sync send), `UnknownRecipient`, ...;
     /// `Usage` for a group (`to` starting with `@`): that is `send_group`.
+    ///
+    /// Scheduled (CONTRACT §16, `deliver_after` / `deliver_at`): answered `queued`,
+    /// `publish_path` `scheduled`, with `deliver_at`; invisible to the recipient until then, and
+    /// recallable until delivered. Both fields, or either on a sync send: `Usage`, before
+    /// anything is sent; a `deliver_at` in the past or over 30 days ahead: `InvalidRequest`.
+    /// Spooled like any async send, keeping the instant it names (a replay once it is due
+    /// sends it at once).
     pub async fn send(&self, req: SendRequest) -> Result<SendOutcome> {
         self.send_opts(req, true).await
     }
@@ -40,8 +49,9 @@ impl Client {
         if req.to.starts_with('@') {
             return Err(usage("a send to a group answers one entry per member: use send_group, not send"));
         }
+        schedule::check(&req)?;
         let key = req.dedupe_key.get_or_insert_with(|| format!("sbc-{}", uuid::Uuid::new_v4())).clone();
-        let sync = req.delivery_class.as_deref().unwrap_or_else(|| default_delivery_class(&req.signal_type)) == "sync";
+        let sync = req.effective_class() == "sync";
         match transmit_send(&self.inner, &req).await {
             Ok(v) => Ok(SendOutcome::Sent(send_result(v, &key)?)),
             Err(e) if spool && !sync && e.is_spoolable() && self.inner.spool.is_some() => {

@@ -15,10 +15,11 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::http::{segment, AdminClient};
 use crate::rpc::{over_session_or_http, protocol, transmit_send};
-use crate::types::SendRequest;
+use crate::schedule;
 use crate::types_group::{
     group_names, FanoutResult, Group, GroupOptions, Groups, RecallEntries, RecallEntry, RecallMany,
 };
+use crate::types_send::SendRequest;
 
 impl Client {
     /// Sends one signal to each member of a group other than you (`req.to`: `@reviewers`, or
@@ -30,6 +31,7 @@ impl Client {
     /// unknown outcome (`Transport`, `Timeout`, `Unavailable`) carries the dedupe_key to retry
     /// with. Errors: `UnknownGroup`, `InvalidRequest` (over `max_fanout` members), ...
     pub async fn send_group(&self, mut req: SendRequest) -> Result<FanoutResult> {
+        schedule::check(&req)?;
         req.to = group_names(&req.to).0;
         let key = req.dedupe_key.get_or_insert_with(|| format!("sbc-{}", uuid::Uuid::new_v4())).clone();
         let answer = transmit_send(&self.inner, &req).await?;

@@ -19,6 +19,7 @@
 //! - `directive_worker`: `on_directive`, the worker side of directives, and its task. (facade)
 //! - `directives`: the directive calls and `run_directive`. (facade)
 //! - `groups`: send to a group, groups, join/leave, recall many; the admin's group calls. (facade)
+//! - `timing`: inbox reads that wait, conversations; the admin's force-expire (§16). (facade)
 //! - `client`: `Client`, its handles and lifecycle: starts the engine's tasks, closes. (facade)
 //! - `session`: the WebSocket session loop: connect, welcome, heartbeat, reconnect. (engine)
 //! - `delivery`: pushed signals deduped, routed to an ask or the inbox; handler dispatch. (engine)
@@ -28,10 +29,13 @@
 //! - `shared`: `Inner`, the state the facade and the engine tasks share. (engine)
 //! - `http`: one HTTP call with its answer typed; the `AdminClient`.
 //! - `spool`: the offline spool directory.
+//! - `schedule`: a scheduled send's checks, its spooled form and its replay (§16).
 //! - `error_wire`: the bus's error object typed into an `Error`.
 //! - `types_group`: the wire shapes of groups, fan-out answers and recalling many.
+//! - `types_time`: the wire shapes of inbox waits and force-expire (§16).
 //! - `error`: the one error enum; every variant says what to do.
-//! - `types`: the wire shapes (send request and result, signals, rows, facts, roster).
+//! - `types`: the wire shapes (signals, rows, facts, roster).
+//! - `types_send`: the wire shapes of a send (request, result, spooled) and the §3 defaults.
 //! - `types_directive`: the wire shapes of directives.
 
 mod acks;
@@ -48,12 +52,16 @@ mod groups;
 mod http;
 mod replay;
 mod rpc;
+mod schedule;
 mod session;
 mod shared;
 mod spool;
+mod timing;
 mod types;
 mod types_directive;
 mod types_group;
+mod types_send;
+mod types_time;
 
 pub use builder::ClientBuilder;
 pub use client::Client;
@@ -65,10 +73,14 @@ pub use replay::ReplayReport;
 pub use shared::{ConnectionEvent, HandlerError, ReplayCallback};
 pub use spool::{Spool, SpoolEntry, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES};
 pub use types::{
-    default_ttl, Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, Removal, SendOutcome,
-    SendRequest, SendResult, Signal, SignalPage, SignalRow, Spooled, Welcome,
+    Agent, Fact, FactPage, ListQuery, PluginState, RecallOutcome, Registration, Removal, Signal, SignalPage, SignalRow,
+    Welcome,
 };
 pub use types_directive::{
     Directive, DirectivePage, DirectiveProgress, DirectiveQuery, DirectiveRequest, DirectiveStatus, Failure,
 };
 pub use types_group::{FanoutResult, Group, GroupMember, GroupOptions, MemberResult, RecallEntry, RecallMany};
+pub use types_send::{default_ttl, SendOutcome, SendRequest, SendResult, Spooled};
+pub use types_time::{
+    ExpireCandidate, ExpireFilter, ExpireOutcome, ExpirePreview, ExpireResult, InboxQuery, MAX_INBOX_WAIT,
+};

@@ -13,9 +13,10 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::rpc::{send_result, transmit_send};
+use crate::schedule;
 use crate::shared::Inner;
 use crate::spool::SpoolEntry;
-use crate::types::{default_ttl, SendOutcome, SendRequest, SendResult, Spooled};
+use crate::types_send::{default_ttl, SendOutcome, SendRequest, SendResult, Spooled};
 
 /// What one pass over the spool did.
 #[derive(Debug, Default)]
@@ -43,7 +44,8 @@ pub(crate) fn spool_send(inner: &Inner, req: SendRequest, why: &Error) -> Result
     let Some(spool) = &inner.spool else { return Err(why.clone()) };
     let ttl = req.ttl_seconds.unwrap_or_else(|| default_ttl(&req.signal_type));
     let identity = inner.identity.lock().unwrap().clone();
-    let entry = spool.put(&req, ttl, identity.as_deref(), &why.to_string(), Utc::now())?;
+    let now = Utc::now();
+    let entry = spool.put(&schedule::for_spool(&req, now), ttl, identity.as_deref(), &why.to_string(), now)?;
     tracing::debug!(code = why.code(), entry = %entry.name, "the bus could not take the send: spooled, replayed when it is back");
     inner.replay_wakeup.notify_one();
     Ok(SendOutcome::Spooled(Spooled {
@@ -75,7 +77,8 @@ pub(crate) async fn replay_pass(inner: &Inner) -> ReplayReport {
                 continue;
             }
         }
-        let remaining = entry.remaining_ttl(Utc::now());
+        let now = Utc::now();
+        let remaining = entry.remaining_ttl(now);
         if remaining < 1 {
             spool.delete(&entry.name);
             tracing::warn!(entry = %entry.name, dedupe_key = entry.dedupe_key(), "spooled send expired in the spool: dropped");
@@ -87,8 +90,7 @@ pub(crate) async fn replay_pass(inner: &Inner) -> ReplayReport {
             tokio::time::sleep_until(at + inner.replay_gap).await;
         }
         last = Some(Instant::now());
-        let mut req = entry.request.clone();
-        req.ttl_seconds = Some(remaining as u64);
+        let req = schedule::for_replay(&entry.request, remaining as u64, now);
         let outcome = match transmit_send(inner, &req).await {
             Ok(v) => send_result(v, entry.dedupe_key()),
             Err(e) => Err(e),

@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::error::{Error, Result};
 use crate::shared::Inner;
-use crate::types::{SendRequest, SendResult};
+use crate::types_send::{SendRequest, SendResult};
 
 pub(crate) fn protocol(what: &str, e: serde_json::Error) -> Error {
     Error::Protocol(format!("{what}: unexpected answer: {e}"))

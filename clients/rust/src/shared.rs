@@ -23,8 +23,9 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::http::HttpApi;
 use crate::spool::{Spool, SpoolEntry};
-use crate::types::{SendResult, Signal, Welcome};
+use crate::types::{Signal, Welcome};
 use crate::types_directive::Directive;
+use crate::types_send::SendResult;
 
 /// What a signal handler may fail with; a failed handler does not ack (the signal comes back).
 pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;

@@ -14,7 +14,8 @@ use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::types::SendRequest;
+use crate::schedule;
+use crate::types_send::SendRequest;
 
 pub const DEFAULT_MAX_BYTES: u64 = 100 * 1024 * 1024;
 pub const DEFAULT_MAX_AGE_SECONDS: u64 = 24 * 3600;
@@ -57,9 +58,11 @@ impl SpoolEntry {
         self.request.dedupe_key.as_deref().unwrap_or_default()
     }
 
-    /// Whole seconds of TTL left at `now` (≤ 0: it expired while spooled).
+    /// Whole seconds of TTL left at `now` (≤ 0: it expired while spooled). A scheduled send's
+    /// TTL runs from its `deliver_at` (CONTRACT §16: `expires_at = deliver_at + ttl`).
     pub fn remaining_ttl(&self, now: DateTime<Utc>) -> i64 {
-        let age = (now - self.spooled_at).num_milliseconds().max(0) as f64 / 1000.0;
+        let start = schedule::ttl_start(self.spooled_at, &self.request);
+        let age = (now - start).num_milliseconds().max(0) as f64 / 1000.0;
         (self.ttl_seconds as f64 - age).floor() as i64
     }
 }

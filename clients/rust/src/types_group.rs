@@ -111,6 +111,8 @@ pub struct MemberResult {
     pub created_at: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
     pub redacted: Vec<String>,
+    /// A scheduled send's delivery time (CONTRACT §16); `None` when it was not scheduled.
+    pub deliver_at: Option<DateTime<Utc>>,
     pub error: Option<Error>,
 }
 
@@ -145,6 +147,8 @@ struct RawMember {
     #[serde(default)]
     redacted: Vec<String>,
     #[serde(default)]
+    deliver_at: Option<DateTime<Utc>>,
+    #[serde(default)]
     error: Option<Value>,
 }
 
@@ -165,6 +169,7 @@ impl<'de> Deserialize<'de> for MemberResult {
             created_at: raw.created_at,
             expires_at: raw.expires_at,
             redacted: raw.redacted,
+            deliver_at: raw.deliver_at,
         })
     }
 }
