@@ -160,3 +160,24 @@ async fn s33_waiting_without_polling() {
     }
     alice.close().await;
 }
+
+/// Not a scenario of its own: a send to a group takes a schedule too, each member's entry with
+/// its `deliver_at`, and the client's checks apply before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_send_to_a_group() {
+    let bus = Bus::start_new().await;
+    let (at, bt) = (bus.token("alice").await, bus.token("bob").await);
+    bus.admin().create_group("@ops", &Default::default(), None).await.unwrap();
+    bus.admin().add_member("ops", "bob", None).await.unwrap();
+    let alice = Client::new(&bus.url, &at).unwrap();
+    let bob = Client::new(&bus.url, &bt).unwrap();
+    let fan = alice.send_group(SendRequest::new("@ops", "StatusUpdate").deliver_after(Duration::from_secs(30))).await;
+    let fan = fan.unwrap();
+    let member = fan.member("bob").expect("bob's entry");
+    assert!(member.accepted() && member.queued, "{member:?}");
+    assert_eq!(member.publish_path.as_deref(), Some("scheduled"));
+    assert!(member.deliver_at.is_some_and(|t| t > Utc::now() + chrono::Duration::seconds(20)), "{member:?}");
+    assert!(bob.inbox(None).await.unwrap().is_empty(), "invisible until deliver_at");
+    let both = SendRequest::new("@ops", "StatusUpdate").deliver_after(Duration::from_secs(1)).deliver_at(Utc::now());
+    assert!(matches!(alice.send_group(both).await, Err(Error::Usage(_))));
+}
