@@ -173,3 +173,41 @@ async fn s18_spool_decisions() {
     );
     chrono::DateTime::parse_from_rfc3339(doc["spooled_at"].as_str().unwrap()).unwrap();
 }
+
+/// Not S18 itself: a scheduled send the bus could not take is spooled with the instant its delay
+/// names (`deliver_at`, the shared format's field), its TTL counts from then, and a replay sends
+/// that `deliver_at` while it is ahead — and none once it has passed (the bus would refuse it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_send_is_spooled_with_its_deliver_at() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let offline =
+        Client::builder(format!("http://{closed}"), "sb_x").identity("alice").spool_dir(dir.path()).build().unwrap();
+    let before = Utc::now();
+    let req = SendRequest::new("bob", "StatusUpdate").deliver_after(Duration::from_secs(120));
+    let SendOutcome::Spooled(s) = offline.send(req).await.unwrap() else { panic!("expected Spooled") };
+    let doc: Value = serde_json::from_slice(&std::fs::read(dir.path().join(&s.entry)).unwrap()).unwrap();
+    assert!(doc["request"].get("deliver_after_seconds").is_none(), "{doc}");
+    let due = chrono::DateTime::parse_from_rfc3339(doc["request"]["deliver_at"].as_str().unwrap()).unwrap();
+    let off = (due.with_timezone(&Utc) - (before + chrono::Duration::seconds(120))).num_milliseconds();
+    assert!((0..2000).contains(&off), "deliver_at {due} is {off} ms after the send + 120 s");
+    let spool = offline.spool().unwrap().clone();
+    let ttl = 24 * 3600;
+    assert_eq!(spool.entries()[0].remaining_ttl(Utc::now()), ttl, "the TTL has not started");
+    let passed = Utc::now() - chrono::Duration::seconds(10);
+    let due_req = SendRequest::new("bob", "StatusUpdate").dedupe_key("due").deliver_at(passed);
+    spool.put(&due_req, ttl as u64, Some("alice"), "test", passed - chrono::Duration::seconds(10)).unwrap();
+
+    let (url, stub) = stub().await;
+    let client = Client::builder(&url, "sb_stub").identity("alice").spool_dir(dir.path()).build().unwrap();
+    plan(&stub, &[accepted(), accepted()]);
+    let report = client.replay_spool().await;
+    assert_eq!((report.replayed.len(), report.kept), (2, 0), "{:?}", report.stopped_by);
+    let seen = stub.seen.lock().unwrap().clone();
+    let ahead = seen.iter().find(|b| b["dedupe_key"] == json!(s.dedupe_key)).expect("the scheduled entry replayed");
+    assert_eq!((&ahead["deliver_at"], &ahead["ttl_seconds"]), (&doc["request"]["deliver_at"], &json!(ttl)));
+    let due = seen.iter().find(|b| b["dedupe_key"] == json!("due")).expect("the due entry replayed");
+    assert!(due.get("deliver_at").is_none(), "a deliver_at that passed is not sent: {due}");
+    let left = due["ttl_seconds"].as_i64().unwrap();
+    assert!((ttl - 12..=ttl - 9).contains(&left), "the TTL ran from deliver_at: {left} s left");
+}
