@@ -35,7 +35,7 @@ impl Client {
     ///
     /// Scheduled (CONTRACT §16, `deliver_after` / `deliver_at`): answered `queued`,
     /// `publish_path` `scheduled`, with `deliver_at`; invisible to the recipient until then, and
-    /// recallable until delivered. Both fields, or either on a sync send: `Usage`, before
+    /// recallable until delivered. Both fields, either on a sync send, or a zero delay: `Usage`, before
     /// anything is sent; a `deliver_at` in the past or over 30 days ahead: `InvalidRequest`.
     /// Spooled like any async send, keeping the instant it names (a replay once it is due
     /// sends it at once).
