@@ -23,8 +23,8 @@ use crate::error::{Error, Result};
 use crate::pg::PgModels;
 use crate::queries::ProjectionStatus;
 use crate::queries::{
-    AgentRow, DirectiveRow, FactsAnswer, FactsPage, GroupRow, ListDirectives, ListSignals, Overdue, OverdueDirective,
-    PluginStateRow, Queries, SignalRow,
+    AgentRow, Conversation, DirectiveRow, FactsAnswer, FactsPage, GroupRow, ListDirectives, ListSignals, Overdue,
+    OverdueDirective, PluginStateRow, Queries, SignalRow,
 };
 use crate::snapshot::Snapshot;
 use crate::sqlite::SqliteModels;
@@ -256,6 +256,10 @@ impl Queries for ReadModels {
 
     async fn signals_by_correlation(&self, tenant: &str, sender: &str, correlation_id: &str) -> Result<Vec<SignalRow>> {
         self.backend.signals_by(tenant, sender, crate::read_groups::SentAs::Correlation(correlation_id)).await
+    }
+
+    async fn conversation(&self, q: &Conversation) -> Result<Vec<SignalRow>> {
+        self.backend.conversation(q).await
     }
 
     async fn ping(&self) -> Result<()> {

@@ -73,6 +73,20 @@ pub struct ListSignals {
     pub cursor: Option<(DateTime<Utc>, Uuid)>,
 }
 
+/// A page of one conversation (`conversation`): the signals `identity` sent or received with
+/// `correlation_id`, oldest first, continuing strictly after `after`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    pub tenant: String,
+    pub identity: String,
+    pub correlation_id: String,
+    pub role: Option<Role>,
+    pub status: Option<StatusFilter>,
+    pub limit: u32,
+    /// `(created_at, id)` of the last row of the previous page.
+    pub after: Option<(DateTime<Utc>, Uuid)>,
+}
+
 /// A signal the sweeper should expire, with what its `signal.expired` event needs, so the
 /// sweeper can append it without reading the stream first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,6 +260,10 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
 
     /// The signals (hot or archived) `sender` sent with `correlation_id`, sorted by recipient.
     async fn signals_by_correlation(&self, tenant: &str, sender: &str, correlation_id: &str) -> Result<Vec<SignalRow>>;
+
+    /// A page of the signals (hot or archived) the caller sent or received with one
+    /// correlation id, oldest first (`created_at`, then `id`).
+    async fn conversation(&self, q: &Conversation) -> Result<Vec<SignalRow>>;
 
     /// Whether the database answers.
     async fn ping(&self) -> Result<()>;

@@ -16,6 +16,7 @@ use crate::queries::{
 };
 use crate::sql::Row;
 
+mod conversations;
 mod directives;
 
 pub(crate) const SIGNAL_COLS: &str = "id, tenant, from_identity, to_identity, signal_type, category, priority, \
@@ -49,7 +50,7 @@ pub(crate) fn signal_row(r: &Row) -> Result<SignalRow> {
     })
 }
 
-fn status_sql(s: Option<StatusFilter>) -> &'static str {
+pub(crate) fn status_sql(s: Option<StatusFilter>) -> &'static str {
     match s {
         None => "TRUE",
         Some(StatusFilter::Pending) => "delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL",
