@@ -51,6 +51,7 @@ impl Gateway {
             deliverer: gw.deliverer().clone(),
             confirmations: gw.confirmations().clone(),
             directive_ends: gw.directive_ends().clone(),
+            inbox_waits: gw.inbox_waits().clone(),
             announce: Box::new(move |tenant, sent| announcers.announce(tenant, sent)),
             shutdown: gw.shutdown_token().clone(),
         };

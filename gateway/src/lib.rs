@@ -23,7 +23,8 @@
 //!   - `api/piggyback`: the `X-Signalbus-Session` middleware; `api/splice` adds `"signals"` to
 //!     a JSON-object answer as it streams (no buffering).
 //! - `send`, `commands`: the send flow, recall, ack and plugin facts, shared by every surface.
-//! - `reads`: one signal's row, the roster, a plugin's state, shared by HTTP and MCP.
+//! - `reads`: one signal's row, signal lists and conversations, the roster, a plugin's state,
+//!   shared by HTTP and MCP. `inbox`: the inbox read with its wait (no polling), shared too.
 //! - `registration`: registering an agent, rotating its token.
 //! - `removal`: removing an agent — its token, its sessions, its pending signals.
 //! - `state`: `Gateway`, the shared handle — data only, and the narrow handles built over it.
@@ -59,6 +60,7 @@ mod directives;
 pub mod error;
 mod fanout;
 mod groups;
+mod inbox;
 mod listener;
 pub mod metrics;
 pub mod openapi;

@@ -33,6 +33,9 @@ pub fn param(name: &str) -> Option<Value> {
         "drain" => json!({"type": "boolean"}),
         "name" => json!({"type": "string", "pattern": "^@?[a-z0-9][a-z0-9_.-]{0,62}$"}),
         "cursor" => json!({"type": "string", "pattern": crate::wire::cursor::PATTERN}),
+        // `GET /v1/inbox?wait=` (CONTRACT §16).
+        "wait" => json!({"type": "integer", "minimum": 0, "maximum": 60}),
+        "correlation_id" => json!({"type": "string", "minLength": 1, "maxLength": 64, "pattern": NO_NUL}),
         _ => return None,
     })
 }

@@ -28,3 +28,4 @@ mod recall;
 mod removal;
 mod send_table;
 mod support;
+mod waiting;
