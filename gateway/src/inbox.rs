@@ -52,9 +52,11 @@ pub async fn read(gw: &Gateway, who: Reader<'_>, req: InboxRead) -> Result<Vec<P
     }
     let deadline = Instant::now() + wait;
     let key = (who.agent.tenant.clone(), who.agent.identity.clone());
+    // The call itself was a heartbeat (the piggyback middleware, the MCP edge).
+    let mut next_beat = Instant::now() + heartbeat_every(gw);
     tracing::debug!(identity = %who.agent.identity, wait_ms = wait.as_millis() as u64, "inbox waiter parked");
     loop {
-        let stopping = park(gw, who, &key, deadline).await;
+        let stopping = park(gw, who, &key, deadline, &mut next_beat).await;
         // Outside the wait: a drain that started is never cut short, so what it recorded as
         // delivered is always in the answer.
         let got = take(gw, who, req).await?;
@@ -74,27 +76,40 @@ async fn take(gw: &Gateway, who: Reader<'_>, req: InboxRead) -> Result<Vec<PushS
 }
 
 /// Waits until something may be pending for the reader (a wake from the tail, after which one
-/// look says yes), the deadline, or the gateway's stop — heartbeating `keep_alive` meanwhile.
+/// look says yes), the deadline, or the gateway's stop — heartbeating `keep_alive` meanwhile,
+/// on a schedule kept across parks (`next_beat`), so frequent wakes never starve it.
 /// Registered before it looks, so a signal arriving in between is not missed. True when the
 /// gateway is stopping.
-async fn park(gw: &Gateway, who: Reader<'_>, key: &(String, String), deadline: Instant) -> bool {
+async fn park(
+    gw: &Gateway,
+    who: Reader<'_>,
+    key: &(String, String),
+    deadline: Instant,
+    next_beat: &mut Instant,
+) -> bool {
     let remaining = deadline.saturating_duration_since(Instant::now());
     // A failed look ends the wait: the next `take` answers the error.
     let look = async || gw.deliverer().any_pending(who.agent, remaining).await.unwrap_or(true);
     tokio::select! {
         _ = gw.inbox_waits().wait_for(key, remaining, look) => false,
-        _ = keep_alive(gw, who) => false,
+        // The look may itself wait (for lagging read models): the deadline holds regardless.
+        _ = tokio::time::sleep_until(deadline) => false,
+        _ = keep_alive(gw, who, next_beat) => false,
         _ = gw.shutdown_token().cancelled() => true,
     }
 }
 
-/// Heartbeats the reader's session every heartbeat interval, as a call on it would, for as
-/// long as it is polled (never returns); nothing without a session.
-async fn keep_alive(gw: &Gateway, who: Reader<'_>) {
+fn heartbeat_every(gw: &Gateway) -> Duration {
+    gw.config().heartbeat_interval().max(Duration::from_millis(50))
+}
+
+/// Heartbeats the reader's session at `next_beat` and every heartbeat interval after, as a call
+/// on it would, for as long as it is polled (never returns); nothing without a session.
+async fn keep_alive(gw: &Gateway, who: Reader<'_>, next_beat: &mut Instant) {
     let Some(id) = who.keep_alive else { return std::future::pending().await };
-    let every = gw.config().heartbeat_interval().max(Duration::from_millis(50));
     loop {
-        tokio::time::sleep(every).await;
+        tokio::time::sleep_until(*next_beat).await;
+        *next_beat = Instant::now() + heartbeat_every(gw);
         if gw.presence().is_open(id) {
             gw.lifecycle().piggyback_called(id, who.agent).await;
         }
