@@ -1,7 +1,7 @@
 //! Waiting without polling and conversations (CONTRACT §16): `GET /v1/inbox?wait=S` answered
 //! when a signal arrives (only its recipient's waiter), empty after S, draining when asked,
-//! refusing a bad `wait`, heartbeating the caller's piggyback session, and answered at once by
-//! a graceful stop; `GET /v1/signals?correlation_id=` lists the caller's own signals of one
+//! refusing a bad `wait`, heartbeating the caller's piggyback session, woken by a session's
+//! close that leaves signals to redeliver, and answered at once by a graceful stop; `GET /v1/signals?correlation_id=` lists the caller's own signals of one
 //! conversation, oldest first.
 
 use std::time::{Duration, Instant};
@@ -135,6 +135,28 @@ async fn a_waiting_piggyback_session_stays_available_past_the_stale_threshold() 
         (r.status().as_u16(), ())
     };
     assert_eq!(s, 200);
+}
+
+#[tokio::test]
+async fn a_closing_session_wakes_a_waiter_with_what_it_left_unacked() {
+    let bus = Bus::start().await;
+    let alice = bus.register("alice").await;
+    let bob = bus.register("bob").await;
+    let (_, v) = bus.call("POST", Some(&bob), "/v1/sessions", Some(json!({"kind": "shim"}))).await;
+    let sid = v["session_id"].as_str().unwrap().to_string();
+    let (_, sent) = bus.send(&alice, json!({"to": "bob", "type": "StatusUpdate"})).await;
+    let id = sent["signal_id"].as_str().unwrap();
+    let r = bus.http.get(format!("{}/v1/agents", bus.base)).bearer_auth(&bob).header("X-Signalbus-Session", &sid);
+    let rode: Value = r.send().await.unwrap().json().await.unwrap();
+    assert_eq!(ids(&rode), [id], "delivered to the session, not acked");
+    let waiting = waiter(&bus, &bob, None, "/v1/inbox?wait=30&drain=true");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (s, _) = bus.call("DELETE", Some(&bob), &format!("/v1/sessions/{sid}"), None).await;
+    assert_eq!(s, 200);
+    let (took, status, v) = waiting.await.unwrap();
+    assert_eq!((status, ids(&v)), (200, vec![id]), "{v}");
+    assert_eq!(v["signals"][0]["redelivered"], true);
+    assert!(took < Duration::from_secs(10), "woken by the close, not at the end of the wait: {took:?}");
 }
 
 #[tokio::test]
