@@ -52,7 +52,7 @@ async fn a_replicated_deployment_keeps_every_answer_through_node_and_role_kills(
     let alice = register(&gw_a.base, "alice").await;
     let carol = register(&gw_b.base, "carol").await;
     let bob = register(&gw_a.base, "bob").await;
-    register(&gw_a.base, "dave").await;
+    let dave = register(&gw_a.base, "dave").await;
     let leader = nats.stream_leader("SIGNALBUS", Duration::from_secs(30)).await;
     eprintln!("cluster up, roles ready in {:?}; stream leader {}", started.elapsed(), nats.name_of(leader));
 
@@ -64,6 +64,31 @@ async fn a_replicated_deployment_keeps_every_answer_through_node_and_role_kills(
     assert!(seen.is_some(), "gateway a never saw bob's session");
     let load = load::Load::start(vec![(gw_a.base.clone(), alice.clone()), (gw_b.base.clone(), carol)]);
     tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // Directives to dave, which dave completes and alice cancels at once while the leader dies.
+    let mut directives = Vec::new();
+    for i in 0..10 {
+        let body =
+            json!({"to": "dave", "type": "job.run", "params": {"i": i}, "idempotency_key": format!("cluster-{i}")});
+        let (status, d) = post(&gw_a.base, &alice, "/v1/directives", body).await;
+        assert_eq!(status, 201, "{d}");
+        directives.push(d["directive_id"].as_str().unwrap().to_string());
+    }
+    let racing: Vec<_> = directives
+        .iter()
+        .map(|id| {
+            let (a, b, alice, dave, id) =
+                (gw_a.base.clone(), gw_b.base.clone(), alice.clone(), dave.clone(), id.clone());
+            tokio::spawn(async move {
+                let (done_path, cancel_path) =
+                    (format!("/v1/directives/{id}/complete"), format!("/v1/directives/{id}/cancel"));
+                let complete = until_answered(&b, &dave, &done_path, json!({"result": {}}));
+                let cancel = until_answered(&a, &alice, &cancel_path, json!({}));
+                let (c, x) = tokio::join!(complete, cancel);
+                assert!(c == 200 || x == 200, "{id}: one of complete and cancel wins ({c}, {x})");
+            })
+        })
+        .collect();
 
     // 1. kill -9 the stream's leader node, then restart it.
     let killed_at = load.now();
@@ -156,6 +181,13 @@ async fn a_replicated_deployment_keeps_every_answer_through_node_and_role_kills(
     }
     let violations = audit.violations();
     assert!(violations.is_empty(), "signals with two terminal outcomes: {violations:?}");
+    for r in racing {
+        r.await.unwrap();
+    }
+    for id in &directives {
+        let ends = audit.directive_ends(id);
+        assert_eq!(ends, 1, "directive {id}: exactly one terminal event on the stream");
+    }
     eprintln!(
         "{accepted} sends accepted, {refused} refused, {} received by bob; {} signals on the stream, 0 double outcomes",
         received.len(),
@@ -187,6 +219,19 @@ async fn a_replicated_deployment_keeps_every_answer_through_node_and_role_kills(
     projector::rebuild(&log, &models).await.unwrap();
     assert!(live == models.snapshot().await.unwrap(), "the live read models differ from a rebuild of the stream");
     eprintln!("read models equal a rebuild; whole test {:?}", started.elapsed());
+}
+
+/// POSTs until the bus answers something other than 503/500 (the stream was failing over); the
+/// status of that answer.
+async fn until_answered(base: &str, token: &str, path: &str, body: serde_json::Value) -> u16 {
+    for _ in 0..120 {
+        let (status, _) = post(base, token, path, body.clone()).await;
+        if status != 503 && status != 500 {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("{path} was never answered through the fail-over")
 }
 
 /// Which of two processes reports `gauge 1` on `/metrics` (the lease holder).

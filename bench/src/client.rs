@@ -46,7 +46,8 @@ async fn register(http: &reqwest::Client, target: &Target, identity: &str) -> an
 
 /// Creates group `@name` in tenant `default` through the admin API, without announcements (a
 /// benchmark's setup should not send every member a `PeerJoined` per member), and adds
-/// `members` to it (16 calls at a time).
+/// `members` to it one at a time: adds to one group race for its subject, and the bus answers a
+/// race lost too often with 503 (nothing accepted), which is retried.
 pub async fn create_group(
     http: &reqwest::Client,
     target: &Target,
@@ -59,19 +60,23 @@ pub async fn create_group(
     if !r.status().is_success() {
         bail!("creating @{name}: {} {}", r.status(), r.text().await.unwrap_or_default());
     }
-    let add = |member: String| {
-        let req = http.put(format!("{url}/members/{member}?tenant=default")).bearer_auth(&target.admin_token);
-        async move {
+    for member in members {
+        let mut attempt = 0;
+        loop {
+            let req = http.put(format!("{url}/members/{member}?tenant=default")).bearer_auth(&target.admin_token);
             let r = req.send().await.context("add member")?;
-            if !r.status().is_success() {
-                bail!("adding {member} to @{name}: {} {}", r.status(), r.text().await.unwrap_or_default());
+            let status = r.status();
+            if status.is_success() {
+                break;
             }
-            Ok(())
+            attempt += 1;
+            if status != reqwest::StatusCode::SERVICE_UNAVAILABLE || attempt >= 5 {
+                bail!("adding {member} to @{name}: {status} {}", r.text().await.unwrap_or_default());
+            }
+            tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
         }
-    };
-    let added: Vec<anyhow::Result<()>> =
-        futures::stream::iter(members.iter().cloned().map(add)).buffered(16).collect().await;
-    added.into_iter().collect()
+    }
+    Ok(())
 }
 
 /// Opens a session and reads its welcome frame. A fresh token may not be known to the gateway

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use bus::directive::{directive_id_for, CreateDirective, DirectiveCommand, DirectiveState};
 use bus::names::is_group;
-use bus::send::RecipientView;
 use bus::store::DirectiveExecuted;
 use bus::DomainError;
 use chrono::{DateTime, Utc};
@@ -43,15 +42,20 @@ pub async fn create(gw: &Gateway, tenant: &str, issuer: &str, req: CreateRequest
     }
     gw.backpressure().admit().await;
     let directive_id = directive_id_for(tenant, issuer, &req.idempotency_key);
-    // A repeat is answered from the stream whatever became of its assignee since.
-    let (existing, _) = gw.store().load_directive(tenant, directive_id).await?;
-    let members = match existing.requested {
-        Some(_) => Vec::new(),
-        None => {
-            let members = resolve_to(gw, tenant, &req.to).await?;
+    let members = match resolve_to(gw, tenant, &req.to).await {
+        Ok(members) => {
             check_policy(gw, tenant, issuer, &req.directive_type).await?;
             members
         }
+        // A repeat is answered from the stream whatever became of its assignee since (the
+        // common path reads nothing: `execute_directive` tries a create unread).
+        Err(e @ (ApiError::UnknownRecipient | ApiError::UnknownGroup(_))) => {
+            match gw.store().load_directive(tenant, directive_id).await?.0.requested {
+                Some(_) => Vec::new(),
+                None => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
     };
     let cfg = gw.config();
     let create = CreateDirective {
@@ -169,15 +173,7 @@ async fn carry_out(gw: &Gateway, tenant: &str, executed: &DirectiveExecuted) {
     }
     let cfg = gw.config();
     let now = Utc::now();
-    let view = |to: &str| {
-        let r = gw.presence().resolve(tenant, to, now, cfg.stale_after);
-        RecipientView {
-            registered: gw.registry().is_registered(tenant, to),
-            state: r.state,
-            has_live_ws: r.has_live_ws,
-            freshest_session: r.resolved.map(|(id, _)| id),
-        }
-    };
+    let view = |to: &str| reads::recipient_view(gw, tenant, to, now);
     match gw.store().send_lifecycle(tenant, &cfg.types, &effects, view, now).await {
         Ok(done) => {
             for (_, recorded) in done.sent.iter().filter(|(_, r)| r.created) {

@@ -16,7 +16,7 @@ use bus::event::PublishPath;
 use bus::fanout::{plan_fanout, FanoutLimits};
 use bus::group_store::MemberSent;
 use bus::names::is_group;
-use bus::send::{RecipientView, SendRequest};
+use bus::send::SendRequest;
 use chrono::Utc;
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -34,17 +34,6 @@ pub async fn send_any(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) 
         send_to_group(gw, tenant, from, req).await
     } else {
         send::send(gw, tenant, from, req).await
-    }
-}
-
-/// What presence says of `to` now.
-fn view(gw: &Gateway, tenant: &str, to: &str) -> RecipientView {
-    let r = gw.presence().resolve(tenant, to, Utc::now(), gw.config().stale_after);
-    RecipientView {
-        registered: gw.registry().is_registered(tenant, to),
-        state: r.state,
-        has_live_ws: r.has_live_ws,
-        freshest_session: r.resolved.map(|(id, _)| id),
     }
 }
 
@@ -73,7 +62,8 @@ pub async fn send_to_group(gw: &Gateway, tenant: &str, from: &str, req: SendRequ
         now: Utc::now(),
     };
     let signal_type = req.signal_type.clone();
-    let plan = plan_fanout(limits, tenant, from, req, &members, |to| view(gw, tenant, to))?;
+    let plan =
+        plan_fanout(limits, tenant, from, req, &members, |to| reads::recipient_view(gw, tenant, to, limits.now))?;
     // Watched before the appends, so a push recorded at once is not missed.
     let mut watches: HashMap<Uuid, Watch> = plan
         .members
@@ -84,7 +74,11 @@ pub async fn send_to_group(gw: &Gateway, tenant: &str, from: &str, req: SendRequ
         .map(|m| (m.signal_id, gw.confirmations().watch(m.signal_id)))
         .collect();
     let sent = gw.store().record_fanout(tenant, from, plan).await;
-    metrics::fanout(&cfg.types, &signal_type);
+    // A fan-out counts once, when it sent something: a dedupe repeat that only found the
+    // members' originals is not a second fan-out.
+    if sent.results.iter().any(|m| m.outcome.as_ref().is_ok_and(|r| r.created)) {
+        metrics::fanout(&cfg.types, &signal_type);
+    }
     let entries: Vec<(MemberSent, Option<Watch>)> = sent
         .results
         .into_iter()

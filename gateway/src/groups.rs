@@ -11,7 +11,6 @@ use bus::fanout::{plan_roster, FanoutLimits};
 use bus::group::GroupCommand;
 use bus::group_store::GroupExecuted;
 use bus::names::group_from_path;
-use bus::send::RecipientView;
 use chrono::Utc;
 use serde_json::{json, Value};
 
@@ -69,15 +68,7 @@ async fn announce(gw: &Gateway, tenant: &str, group: &str, executed: &GroupExecu
             max_fanout: usize::MAX,
             now: Utc::now(),
         };
-        let view = |to: &str| {
-            let r = gw.presence().resolve(tenant, to, limits.now, cfg.stale_after);
-            RecipientView {
-                registered: gw.registry().is_registered(tenant, to),
-                state: r.state,
-                has_live_ws: r.has_live_ws,
-                freshest_session: r.resolved.map(|(id, _)| id),
-            }
-        };
+        let view = |to: &str| reads::recipient_view(gw, tenant, to, limits.now);
         match plan_roster(limits, tenant, group, *seq, signals, view) {
             Ok(Some(plan)) => {
                 let recorded = gw.store().record_roster(tenant, plan).await;

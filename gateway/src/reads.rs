@@ -1,20 +1,19 @@
-//! The reads shared by the HTTP API and MCP: one signal's row for its sender or recipient, a
-//! page of the caller's signals (newest first) or of one conversation (a correlation id, oldest
-//! first), a tenant's roster with recipient state, and a plugin's compatibility state — each
-//! answered as the JSON body `GET /v1/signals/{id}`, `GET /v1/signals`, `GET /v1/agents` and
+//! The reads shared by the HTTP API, MCP and the operations: a recipient's view for a send
+//! decision, one signal's row for its sender or recipient, a page of the caller's signals
+//! (newest first) or of one conversation (a correlation id, oldest first), a tenant's roster
+//! with recipient state, and a plugin's compatibility state — each answered as the JSON body
+//! `GET /v1/signals/{id}`, `GET /v1/signals`, `GET /v1/agents` and
 //! `GET /v1/plugins/{plugin}/state` give, so both surfaces answer byte-for-byte alike.
 //!
 //! Deliberately no authentication and no request parsing: the caller has already decided who
 //! asks and in which tenant.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use bus::names::validate_plugin;
-use chrono::{DateTime, Utc};
-use projector::queries::{Conversation, ListSignals, Role, SignalRow, StatusFilter};
+use chrono::Utc;
+use projector::queries::{Conversation, ListSignals, SignalRow};
 use serde_json::{json, Value};
-use uuid::Uuid;
 
 use crate::agent::Agent;
 use crate::error::ApiError;
@@ -23,6 +22,18 @@ use crate::wire::{self, ts};
 
 /// How long a read waits for the read models to reach the stream's position.
 const READ_CONSISTENCY_WAIT: Duration = Duration::from_secs(2);
+
+/// What this process's registry and presence say of `to` as a recipient at `now`: the view every
+/// send decision is made on (`bus::send::RecipientView`).
+pub fn recipient_view(gw: &Gateway, tenant: &str, to: &str, now: chrono::DateTime<Utc>) -> bus::send::RecipientView {
+    let r = gw.presence().resolve(tenant, to, now, gw.config().stale_after);
+    bus::send::RecipientView {
+        registered: gw.registry().is_registered(tenant, to),
+        state: r.state,
+        has_live_ws: r.has_live_ws,
+        freshest_session: r.resolved.map(|(id, _)| id),
+    }
+}
 
 /// Read-your-writes: lets the read models reach what the stream holds now, briefly.
 pub async fn consistent(gw: &Gateway) {
@@ -44,65 +55,9 @@ pub async fn signal(gw: &Gateway, agent: &Agent, id: &str) -> Result<Value, ApiE
     Ok(wire::row_json(&row))
 }
 
-/// Longest correlation id a send takes (and so the longest that can name a conversation).
-pub const CORRELATION_ID_MAX: usize = 64;
-
-/// A request for a page of the caller's signals: `GET /v1/signals` and MCP `list_signals`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SignalList {
-    pub role: Option<Role>,
-    pub status: Option<StatusFilter>,
-    /// Only this conversation's signals, oldest first (newest first without it).
-    pub correlation_id: Option<String>,
-    pub limit: u32,
-    /// `next_cursor` of the previous page of the same listing.
-    pub cursor: Option<(DateTime<Utc>, Uuid)>,
-}
-
-impl SignalList {
-    /// Reads `role`, `status`, `correlation_id`, `limit` (1–1000, default 100) and `cursor` from
-    /// query parameters (HTTP) or tool arguments (MCP); other names are ignored, as they always
-    /// were over HTTP.
-    pub fn from_query(q: &HashMap<String, String>) -> Result<Self, ApiError> {
-        let role = match q.get("role").map(String::as_str) {
-            None => None,
-            Some("sent") => Some(Role::Sent),
-            Some("received") => Some(Role::Received),
-            Some(_) => return Err(ApiError::invalid("role must be sent or received")),
-        };
-        let status = match q.get("status").map(String::as_str) {
-            None => None,
-            Some("pending") => Some(StatusFilter::Pending),
-            Some("delivered") => Some(StatusFilter::Delivered),
-            Some("expired") => Some(StatusFilter::Expired),
-            Some("recalled") => Some(StatusFilter::Recalled),
-            Some(_) => return Err(ApiError::invalid("status must be pending, delivered, expired or recalled")),
-        };
-        let correlation_id = q.get("correlation_id").cloned();
-        if let Some(c) = &correlation_id {
-            let n = c.chars().count();
-            if n == 0 || n > CORRELATION_ID_MAX || c.contains('\0') {
-                return Err(ApiError::invalid(format!(
-                    "correlation_id must be 1 to {CORRELATION_ID_MAX} characters (without U+0000)"
-                )));
-            }
-        }
-        let limit = match q.get("limit") {
-            None => 100,
-            Some(l) => l
-                .parse::<u32>()
-                .ok()
-                .filter(|l| (1..=1000).contains(l))
-                .ok_or_else(|| ApiError::invalid("limit must be a whole number between 1 and 1000"))?,
-        };
-        let cursor = q.get("cursor").map(|c| wire::cursor::decode(c)).transpose()?;
-        Ok(SignalList { role, status, correlation_id, limit, cursor })
-    }
-}
-
 /// A page of `agent`'s signals: `{"signals": [...], "next_cursor": cursor|null}` — newest first,
 /// or with a `correlation_id` that conversation's signals it sent or received, oldest first.
-pub async fn signals(gw: &Gateway, agent: &Agent, req: SignalList) -> Result<Value, ApiError> {
+pub async fn signals(gw: &Gateway, agent: &Agent, req: wire::SignalList) -> Result<Value, ApiError> {
     consistent(gw).await;
     let (tenant, identity) = (agent.tenant.clone(), agent.identity.clone());
     let (role, status, limit) = (req.role, req.status, req.limit);

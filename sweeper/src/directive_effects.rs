@@ -8,14 +8,12 @@
 //! did its part, this records nothing (one read per signal), and a recall repeated is a no-op.
 //! Expiries are not followed: the sweeper appends those and carries them out itself.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use bus::catalog::TypeTable;
 use bus::directive::{DirectiveEffects, DirectiveState};
-use bus::event::{Entity, Event, EventBody, RecipientState};
+use bus::event::{Entity, Event, EventBody};
 use bus::fold::Fold;
-use bus::send::RecipientView;
 use bus::store::SignalStore;
 use chrono::Utc;
 use projector::queries::Queries;
@@ -68,19 +66,8 @@ pub async fn carry_out(
     if effects.is_empty() {
         return Ok(0);
     }
-    let roster: HashMap<String, RecipientState> = queries
-        .agents(tenant)
-        .await?
-        .into_iter()
-        .map(|a| (a.identity, RecipientState::parse(&a.state).unwrap_or(RecipientState::NotAvailableOffline)))
-        .collect();
-    let view = |to: &str| RecipientView {
-        registered: roster.contains_key(to),
-        state: roster.get(to).copied().unwrap_or(RecipientState::NotAvailableOffline),
-        // The sweeper pushes nothing: a signal for a live recipient reaches it through the tail.
-        has_live_ws: false,
-        freshest_session: None,
-    };
+    let roster = crate::directives::Roster::read(queries, tenant).await?;
+    let view = |to: &str| roster.view(to);
     let sent = store.send_lifecycle(tenant, types, &effects, view, Utc::now()).await?;
     let created = sent.sent.iter().filter(|(_, r)| r.created).count();
     if created > 0 {

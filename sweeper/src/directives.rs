@@ -109,22 +109,35 @@ pub async fn expire_directive(
         crate::metrics::record_directive_expired(&req.directive_type, seconds);
     }
     let effects = executed.effects(tenant);
-    let roster: HashMap<String, RecipientState> = queries
-        .agents(tenant)
-        .await?
-        .into_iter()
-        .map(|a| (a.identity, RecipientState::parse(&a.state).unwrap_or(RecipientState::NotAvailableOffline)))
-        .collect();
-    let view = |to: &str| RecipientView {
-        registered: roster.contains_key(to),
-        state: roster.get(to).copied().unwrap_or(RecipientState::NotAvailableOffline),
-        // The sweeper pushes nothing: a signal for a live recipient waits for its drain.
-        has_live_ws: false,
-        freshest_session: None,
-    };
+    let roster = Roster::read(queries, tenant).await?;
+    let view = |to: &str| roster.view(to);
     let sent = store.send_lifecycle(tenant, types, &effects, view, now).await?;
     tracing::info!(tenant, directive_id = %id, seq, signals = sent.sent.len(), recalled = sent.recalled.len(), "directive expired");
     Ok(DirectiveOutcome::Expired { seq, signals: sent.sent.len() })
+}
+
+/// The tenant's agents and their recipient state from the read models: how the sweeper sees
+/// the recipients of the lifecycle signals it sends.
+#[derive(Debug, Default)]
+pub struct Roster(HashMap<String, RecipientState>);
+
+impl Roster {
+    pub async fn read(queries: &dyn Queries, tenant: &str) -> Result<Roster> {
+        let agents = queries.agents(tenant).await?;
+        let parse = |s: &str| RecipientState::parse(s).unwrap_or(RecipientState::NotAvailableOffline);
+        Ok(Roster(agents.into_iter().map(|a| (a.identity, parse(&a.state))).collect()))
+    }
+
+    /// The send view of `to`. The sweeper pushes nothing: a signal for a live recipient reaches
+    /// it through a gateway's tail or its drain.
+    pub fn view(&self, to: &str) -> RecipientView {
+        RecipientView {
+            registered: self.0.contains_key(to),
+            state: self.0.get(to).copied().unwrap_or(RecipientState::NotAvailableOffline),
+            has_live_ws: false,
+            freshest_session: None,
+        }
+    }
 }
 
 /// What one backstop pass over directives did.

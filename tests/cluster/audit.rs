@@ -27,6 +27,8 @@ pub struct Life {
 /// Every signal on the stream (voided events ignored, as every reader does).
 pub struct Audit {
     pub signals: HashMap<Uuid, Life>,
+    /// Terminal events per directive (completed, failed, rejecting decline, canceled, expired).
+    pub directive_terminals: HashMap<Uuid, usize>,
 }
 
 impl Audit {
@@ -41,13 +43,32 @@ impl Audit {
             events.extend(page);
         }
         let mut bodies: HashMap<Uuid, Vec<EventBody>> = HashMap::new();
+        let mut directive_terminals: HashMap<Uuid, usize> = HashMap::new();
+        for stored in &events {
+            let ends = match &stored.event.body {
+                EventBody::DirectiveDeclined(d) => d.rejects,
+                EventBody::DirectiveCompleted(_)
+                | EventBody::DirectiveFailed(_)
+                | EventBody::DirectiveCanceled(_)
+                | EventBody::DirectiveExpired(_) => true,
+                _ => false,
+            };
+            if let (true, Some(id)) = (ends, stored.event.body.directive_id()) {
+                *directive_terminals.entry(id).or_default() += 1;
+            }
+        }
         for stored in events {
             if let Some(id) = stored.event.body.signal_id() {
                 bodies.entry(id).or_default().push(stored.event.body);
             }
         }
         let signals = bodies.into_iter().map(|(id, bodies)| (id, life_of(&bodies))).collect();
-        Audit { signals }
+        Audit { signals, directive_terminals }
+    }
+
+    /// How many terminal events directive `id` (as text) has on the stream.
+    pub fn directive_ends(&self, id: &str) -> usize {
+        id.parse().ok().and_then(|id: Uuid| self.directive_terminals.get(&id).copied()).unwrap_or(0)
     }
 
     /// The signal sent with correlation id `corr`, if a send of it counts.

@@ -43,7 +43,10 @@ impl DirectiveEffects {
 /// a TTL that runs to its `expires_at` from `now` (a send retried late never outlives the
 /// deadline by more than the one-second minimum TTL).
 pub fn lifecycle_request(signal: &LifecycleSignal, now: DateTime<Utc>) -> SendRequest {
-    let ttl = (signal.expires_at - now).num_seconds().max(MIN_TTL_SECONDS as i64) as u64;
+    // Rounded up: a request's TTL reaches the deadline (never stops a second short of it); the
+    // expiry of the directive recalls whatever is still pending then.
+    let ms = (signal.expires_at - now).num_milliseconds().max(0);
+    let ttl = ((ms + 999) / 1000).max(MIN_TTL_SECONDS as i64) as u64;
     SendRequest {
         to: signal.to.clone(),
         signal_type: signal.signal_type.to_string(),

@@ -14,6 +14,7 @@
 //! `CreateDirective`) and a recipient view function, so this stays the stream's business only.
 
 use chrono::{DateTime, Utc};
+use futures::stream::{self, StreamExt};
 use uuid::Uuid;
 
 use super::{settled, SendRecorded, SignalStore, MAX_ATTEMPTS};
@@ -24,6 +25,7 @@ use crate::directive::{
 use crate::error::{DomainError, Error, Result};
 use crate::event::{Entity, Event};
 use crate::fold::Fold;
+use crate::group_store::FANOUT_CONCURRENCY;
 use crate::log::Expect;
 use crate::send::RecipientView;
 use crate::signal::{RecallOutcome, SignalCommand};
@@ -87,8 +89,14 @@ impl SignalStore {
                 return Err(DomainError::invalid("a create must name directive_id_for(tenant, issuer, key)").into());
             }
         }
+        // A create is tried first on the empty subject, unread: the first of its repeats is
+        // appended without a read, and any other finds the subject taken and reads it.
+        let mut unread = matches!(command, DirectiveCommand::Create(_));
         for attempt in 0..MAX_ATTEMPTS {
-            let (mut state, last_seq) = self.load_directive(tenant, directive_id).await?;
+            let (mut state, last_seq) = match std::mem::take(&mut unread) {
+                true => (DirectiveState::default(), 0),
+                false => self.load_directive(tenant, directive_id).await?,
+            };
             let Some(body) = decide(&state, command, now)?.into_iter().next() else {
                 return Ok(DirectiveExecuted { state, appended: None, last_seq });
             };
@@ -124,22 +132,34 @@ impl SignalStore {
         now: DateTime<Utc>,
     ) -> Result<LifecycleSent> {
         let mut out = LifecycleSent::default();
+        let mut decided = Vec::with_capacity(effects.signals.len());
         for signal in &effects.signals {
             match lifecycle_decision(table, tenant, signal, view(&signal.to), now) {
-                Ok(decision) => {
-                    let recorded = self.record_send(tenant, &signal.from, decision, now).await?;
-                    out.sent.push((signal.to.clone(), recorded));
-                }
+                Ok(decision) => decided.push((signal.to.clone(), signal.from.clone(), decision)),
                 Err(refused) => {
                     tracing::warn!(to = %signal.to, signal_type = signal.signal_type, error = %refused, "lifecycle signal refused");
                     out.refused.push((signal.to.clone(), refused));
                 }
             }
         }
-        for &signal_id in &effects.recalls {
-            let command = SignalCommand::Recall { by: effects.recall_by.clone() };
-            let executed = self.execute(tenant, signal_id, &command, &effects.recall_by, now).await?;
-            out.recalled.push((signal_id, RecallOutcome::of(&executed.state, &effects.recall_by)));
+        // Each signal and each recall is its own compare-and-set: they go out together, so a
+        // group's requests or recalls cost one round trip, not one per member.
+        let sends = stream::iter(decided).map(|(to, from, decision)| async move {
+            self.record_send(tenant, &from, decision, now).await.map(|r| (to, r))
+        });
+        for sent in sends.buffered(FANOUT_CONCURRENCY).collect::<Vec<_>>().await {
+            out.sent.push(sent?);
+        }
+        let recalls = stream::iter(effects.recalls.clone()).map(|signal_id| {
+            let by = effects.recall_by.clone();
+            async move {
+                let command = SignalCommand::Recall { by: by.clone() };
+                let executed = self.execute(tenant, signal_id, &command, &by, now).await?;
+                Ok::<_, Error>((signal_id, RecallOutcome::of(&executed.state, &by)))
+            }
+        });
+        for recalled in recalls.buffered(FANOUT_CONCURRENCY).collect::<Vec<_>>().await {
+            out.recalled.push(recalled?);
         }
         Ok(out)
     }

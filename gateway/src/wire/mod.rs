@@ -1,10 +1,12 @@
 //! JSON shapes on the wire, in and out: the requests (`requests.rs`: the one parser of a send
-//! and of a list of ack ids, shared by HTTP, WebSocket and MCP), the send response (CONTRACT §4), the
+//! and of a list of ack ids, shared by HTTP, WebSocket and MCP; `lists.rs`: a signal list's
+//! query), the send response (CONTRACT §4), the
 //! push frame (CONTRACT §5), a signal's row (CONTRACT §10) and timestamps.
 //!
 //! Deliberately does no I/O and decides nothing: it only converts between JSON and the domain
 //! types, with specific messages for every malformed field.
 
+mod lists;
 mod requests;
 
 pub mod cursor;
@@ -12,6 +14,7 @@ pub mod directives;
 
 pub mod outbound;
 
+pub use lists::SignalList;
 pub use outbound::Outbound;
 pub use requests::{
     canonical_uuid, check_depth, parse_ack_ids, parse_recall_many, parse_send, RecallMany, MAX_ACK_IDS, MAX_JSON_DEPTH,

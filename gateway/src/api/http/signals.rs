@@ -87,6 +87,6 @@ pub async fn list(
     AgentAuth(agent): AgentAuth,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<(Extension<OwnSignals>, Json<Value>), ApiError> {
-    let req = reads::SignalList::from_query(&q)?;
+    let req = wire::SignalList::from_query(&q)?;
     Ok((Extension(OwnSignals), Json(reads::signals(&gw, &agent, req).await?)))
 }

@@ -114,7 +114,7 @@ pub fn parse(name: &str, args: Option<&Map<String, Value>>) -> Option<Result<Cal
             .and_then(|()| as_query(args))
             .and_then(|query| {
                 // Checked as `GET /v1/signals` checks its query, so the errors are the same.
-                crate::reads::SignalList::from_query(&query.iter().cloned().collect())?;
+                wire::SignalList::from_query(&query.iter().cloned().collect())?;
                 Ok(Call::ListSignals { query })
             }),
         "update_directive" => {

@@ -144,7 +144,7 @@ async fn run(gw: &Gateway, b: &Binding, call: Call) -> Result<Value, ApiError> {
             Ok(json!({ "signals": signals }))
         }
         Call::ListSignals { query } => {
-            let req = reads::SignalList::from_query(&query.into_iter().collect())?;
+            let req = wire::SignalList::from_query(&query.into_iter().collect())?;
             reads::signals(gw, a, req).await
         }
         Call::Ack { signal_ids } => {
