@@ -117,6 +117,13 @@ pub enum SignalCmd {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Show the conversation a signal belongs to: your signals with its correlation id, oldest
+    /// first (the signal alone when it has none).
+    Thread {
+        signal_id: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
     /// Show one signal.
     Show {
         signal_id: String,
@@ -144,6 +151,10 @@ pub struct InboxArgs {
     /// Deliver the pending signals (delivered_via inbox) instead of only listing them.
     #[arg(long)]
     pub drain: bool,
+    /// Wait up to this long (at most 60s) for a signal when none is pending: the answer comes
+    /// as soon as one is, or empty after the wait.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub wait: Option<std::time::Duration>,
     #[command(flatten)]
     pub conn: Conn,
 }
