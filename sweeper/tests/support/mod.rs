@@ -15,7 +15,7 @@ use bus::event::{Entity, EventBody, RecipientState};
 use bus::log::embedded::EmbeddedLog;
 use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
 use bus::log::SharedLog;
-use bus::send::{decide_send, RecipientView, SendDecision, SendRequest, DEFAULT_MAX_PAYLOAD_BYTES};
+use bus::send::{decide_send, RecipientView, SendDecision, SendLimits, SendRequest};
 use bus::store::SignalStore;
 use chrono::{DateTime, Utc};
 use projector::queries::Queries;
@@ -200,6 +200,8 @@ pub async fn send_with(store: &SignalStore, at: DateTime<Utc>, ttl: u64) -> Uuid
         ttl_seconds: Some(ttl),
         correlation_id: None,
         dedupe_key: None,
+        deliver_after_seconds: None,
+        deliver_at: None,
     };
     let bob = RecipientView {
         registered: true,
@@ -207,8 +209,7 @@ pub async fn send_with(store: &SignalStore, at: DateTime<Utc>, ttl: u64) -> Uuid
         has_live_ws: false,
         freshest_session: None,
     };
-    let decision =
-        decide_send(&TypeTable::default(), TENANT, "alice", req, bob, at, DEFAULT_MAX_PAYLOAD_BYTES).unwrap();
+    let decision = decide_send(&TypeTable::default(), TENANT, "alice", req, bob, at, SendLimits::default()).unwrap();
     let SendDecision::Accepted(sent) = &decision else { panic!("an async send to an offline recipient is queued") };
     let id = sent.signal_id;
     let recorded = store.record_send(TENANT, "alice", decision, at).await.unwrap();
