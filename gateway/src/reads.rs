@@ -1,4 +1,5 @@
-//! The reads shared by the HTTP API and MCP: one signal's row for its sender or recipient, a
+//! The reads shared by the HTTP API and MCP: one signal's row for its sender or recipient (a
+//! scheduled one for its recipient only once due, `seen_by_recipient`), a
 //! tenant's roster with recipient state, and a plugin's compatibility state — each answered as
 //! the JSON body `GET /v1/signals/{id}`, `GET /v1/agents` and `GET /v1/plugins/{plugin}/state`
 //! give, so both surfaces answer byte-for-byte alike.
@@ -11,6 +12,8 @@ use std::time::Duration;
 use bus::names::validate_plugin;
 use chrono::Utc;
 use serde_json::{json, Value};
+
+use projector::queries::SignalRow;
 
 use crate::agent::Agent;
 use crate::error::ApiError;
@@ -34,10 +37,17 @@ pub async fn signal(gw: &Gateway, agent: &Agent, id: &str) -> Result<Value, ApiE
     let id = wire::canonical_uuid(id).ok_or_else(not_found)?;
     consistent(gw).await;
     let row = gw.queries().signal(&agent.tenant, id).await?.ok_or_else(not_found)?;
-    if row.from_identity != agent.identity && row.to_identity != agent.identity {
+    if row.from_identity != agent.identity && (row.to_identity != agent.identity || !seen_by_recipient(&row)) {
         return Err(not_found());
     }
     Ok(wire::row_json(&row))
+}
+
+/// Whether the recipient of `row` may see it now: a scheduled signal is invisible to its
+/// recipient until due or released (CONTRACT §16; `bus::schedule::is_visible`), in lists and
+/// lookups as in drains. Its sender always sees it.
+pub fn seen_by_recipient(row: &SignalRow) -> bool {
+    bus::schedule::is_visible(row.deliver_at, row.released_at.is_some(), Utc::now())
 }
 
 /// The roster of `tenant` with each agent's recipient state, from this node's presence.

@@ -225,8 +225,8 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
         limit: u32,
     ) -> Result<Vec<Overdue>>;
 
-    /// Pending scheduled signals not released yet with `deliver_at <= now` and not past their
-    /// TTL at `now`, in `(deliver_at, id)` order, strictly after `after` when given.
+    /// Pending scheduled signals not released yet with `deliver_at <= now`, in `(deliver_at, id)`
+    /// order, strictly after `after` when given (past their TTL too: the caller skips those).
     async fn due_releases(
         &self,
         now: DateTime<Utc>,

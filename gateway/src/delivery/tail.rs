@@ -1,6 +1,7 @@
 //! The stream tail of one gateway process: applies every event to the registry and presence,
 //! closes sessions whose token was rotated or whose agent was removed anywhere, and hands every
-//! `signal.sent` to the push path and the MCP announcement, so a signal sent through any process
+//! `signal.sent` — and every `signal.released` of a scheduled one — to the push path and the MCP
+//! announcement, so a signal sent through any process
 //! reaches a session held by this one; a session's close lets a sibling that opened before it
 //! take back what the closed one left unacked (`Deliverer::on_closed`).
 //!
@@ -112,9 +113,15 @@ impl Tail {
             }
             // Sent and pushed in one event by the gateway that held the session: nothing to push.
             EventBody::SignalSent(sent) if sent.pushed_to.is_some() => self.confirmations.delivered(sent.signal_id),
+            // A scheduled send is invisible until its release, which is pushed and announced then.
+            EventBody::SignalSent(sent) if sent.deliver_at.is_some() => {}
             EventBody::SignalSent(sent) => {
                 self.deliverer.on_sent(&event.tenant, sent, stored.seq);
                 (self.announce)(&event.tenant, sent);
+            }
+            EventBody::SignalReleased(r) => {
+                let announce = self.announce.clone();
+                self.deliverer.on_released(&event.tenant, r, stored.seq, move |tenant, sent| announce(tenant, sent));
             }
             EventBody::SignalDelivered(d) => self.confirmations.delivered(d.signal_id),
             EventBody::SessionClosed(c) => self.deliverer.on_closed(&event.tenant, &c.identity, stored.seq),

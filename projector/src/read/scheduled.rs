@@ -18,14 +18,13 @@ impl Backend {
         after: Option<(DateTime<Utc>, Uuid)>,
         limit: u32,
     ) -> Result<Vec<DueRelease>> {
-        // As `overdue`: two spellings, so the keyset is always a bound on the partial index. A
-        // row past its TTL is left to the expiry scan: a release of it would be refused.
+        // As `overdue`: two spellings, so the keyset is always a bound on the partial index.
         let keyset = if after.is_some() { "AND (deliver_at, id) > ($3, $4)" } else { "" };
         let sql = format!(
             "SELECT tenant, id, to_identity, deliver_at, expires_at, correlation_id, last_event_seq FROM signal_queue \
              WHERE deliver_at IS NOT NULL AND released_at IS NULL \
                AND delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL \
-               AND deliver_at <= $1 {keyset} AND expires_at > $1 ORDER BY deliver_at ASC, id ASC LIMIT $2"
+               AND deliver_at <= $1 {keyset} ORDER BY deliver_at ASC, id ASC LIMIT $2"
         );
         self.due_page(&sql, now, after, limit, |r| {
             Ok(DueRelease {

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use bus::signal::RecallOutcome;
-use projector::queries::{ListSignals, Role, StatusFilter};
+use projector::queries::{ListSignals, Role, SignalRow, StatusFilter};
 use serde::Serialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
@@ -104,9 +104,12 @@ pub async fn list(
     reads::consistent(&gw).await;
     let query = ListSignals { tenant: agent.tenant, identity: agent.identity, role, status, limit, cursor };
     let rows = gw.queries().list_signals(&query).await?;
+    // The cursor is the page's as read: a page that hid a scheduled signal may be short.
     let next_cursor = match rows.last() {
         Some(last) if rows.len() as u32 >= limit => Some(crate::wire::cursor::encode(last.created_at, last.id)),
         _ => None,
     };
-    Ok((Extension(OwnSignals), Json(SignalPage { signals: rows.iter().map(wire::row_json).collect(), next_cursor })))
+    let seen = |r: &&SignalRow| r.from_identity == query.identity || reads::seen_by_recipient(r);
+    let signals = rows.iter().filter(seen).map(wire::row_json).collect();
+    Ok((Extension(OwnSignals), Json(SignalPage { signals, next_cursor })))
 }
