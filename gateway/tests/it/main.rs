@@ -26,5 +26,6 @@ mod poison;
 mod prop;
 mod recall;
 mod removal;
+mod scheduled;
 mod send_table;
 mod support;
