@@ -153,3 +153,30 @@ async fn bad_schedules_are_refused_each_with_its_own_message_over_http_and_webso
         bus.send(&alice, json!({"to": "nobody", "type": "X", "deliver_at": "2020-01-01T00:00:00Z"})).await;
     assert_eq!(status, 404);
 }
+
+#[tokio::test]
+async fn a_scheduled_send_to_a_group_schedules_each_members_signal_and_pushes_none_at_send() {
+    let bus = Bus::start().await;
+    let alice = bus.register("alice").await;
+    let bob = bus.register("bob").await;
+    bus.register("carol").await;
+    let (s, _) =
+        bus.call("PUT", Some(crate::support::ADMIN), "/v1/groups/crew", Some(json!({"announce": false}))).await;
+    assert_eq!(s, 201);
+    for who in ["bob", "carol"] {
+        let path = format!("/v1/groups/crew/members/{who}");
+        assert_eq!(bus.call("PUT", Some(crate::support::ADMIN), &path, None).await.0, 200);
+    }
+    let mut ws = bus.connect(&bob).await;
+    bus.until_state("bob", "available").await;
+    let body = json!({"to": "@crew", "type": "StatusUpdate", "deliver_after_seconds": 600});
+    let (s, v) = bus.send(&alice, body).await;
+    assert_eq!(s, 200, "{v}");
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{v}");
+    for r in results {
+        assert_eq!((r["publish_path"].as_str(), r["queued"].as_bool()), (Some("scheduled"), Some(true)), "{r}");
+        assert!(r["deliver_at"].is_string(), "{r}");
+    }
+    assert!(ws.next_signal(Duration::from_millis(300)).await.is_none(), "a connected member gets nothing yet");
+}
