@@ -12,6 +12,7 @@
 //! - `redact`: the redaction guard for payload secrets.
 //! - `nul`: the NUL guard: strings with U+0000 are refused before anything is stored.
 //! - `send`: the pure send decision (defaults, redaction, bounce or queue).
+//! - `schedule`: scheduled delivery's rules — a send's `deliver_at`, visibility, release.
 //! - `signal`: the pure rules of a signal's life (`apply`, `decide`).
 //! - `directive`: the pure rules of a directive's life, its lifecycle signals and recalls.
 //! - `group`: the pure rules of a group's settings and members, fan-out and roster signals.
@@ -43,6 +44,7 @@ pub mod names;
 pub mod nul;
 pub mod presence;
 pub mod redact;
+pub mod schedule;
 pub mod send;
 pub mod session;
 pub mod signal;

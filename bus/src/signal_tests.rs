@@ -35,6 +35,7 @@ fn sent() -> EventBody {
         resolved_to_session: None,
         pushed_to: None,
         fanout_id: None,
+        deliver_at: None,
     }))
 }
 

@@ -54,6 +54,7 @@ fn samples() -> Vec<Event> {
             resolved_to_session: None,
             pushed_to: None,
             fanout_id: None,
+            deliver_at: None,
         })),
         EventBody::SignalBounced(SignalBounced {
             signal_id: sig,
@@ -144,6 +145,12 @@ fn samples() -> Vec<Event> {
             identity: "bob".into(),
             by: "bob".into(),
         }),
+        EventBody::SignalReleased(SignalReleased {
+            signal_id: sig,
+            to: "bob".into(),
+            deliver_at: at + chrono::Duration::hours(1),
+            expires_at: at + chrono::Duration::hours(25),
+        }),
     ];
     bodies
         .into_iter()
@@ -189,6 +196,19 @@ fn schema_version_1_vectors_still_decode() {
         let bytes = std::fs::read(&path).unwrap_or_else(|_| panic!("missing vector {}", path.display()));
         assert_eq!(decode(&bytes).unwrap(), event, "vector {}", path.display());
     }
+}
+
+#[test]
+fn a_scheduled_send_round_trips_and_an_unscheduled_one_writes_no_deliver_at() {
+    let sent = samples().into_iter().find(|e| e.type_name() == "signal.sent").unwrap();
+    let plain = encode(&sent).unwrap();
+    assert!(!plain.windows(10).any(|w| w == b"deliver_at"), "an optional field left out when empty");
+    let mut scheduled = sent.clone();
+    if let EventBody::SignalSent(s) = &mut scheduled.body {
+        s.deliver_at = Some(s.created_at + chrono::Duration::hours(1));
+        s.publish_path = PublishPath::Scheduled;
+    }
+    assert_eq!(decode(&encode(&scheduled).unwrap()).unwrap(), scheduled);
 }
 
 #[test]

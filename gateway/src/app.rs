@@ -52,7 +52,7 @@ impl Gateway {
             confirmations: gw.confirmations().clone(),
             directive_ends: gw.directive_ends().clone(),
             inbox_waits: gw.inbox_waits().clone(),
-            announce: Box::new(move |tenant, sent| announcers.announce(tenant, sent)),
+            announce: Arc::new(move |tenant, sent| announcers.announce(tenant, sent)),
             shutdown: gw.shutdown_token().clone(),
         };
         tail::spawn(tail, applied, gw.tasks());

@@ -11,6 +11,9 @@ use chrono::{DateTime, Utc};
 
 pub const SIGNALS_SENT_TOTAL: &str = "signalbus_signals_sent_total";
 pub const SIGNALS_BOUNCED_TOTAL: &str = "signalbus_signals_bounced_total";
+/// Accepted sends scheduled for later (CONTRACT §16); each also counts in `SIGNALS_SENT_TOTAL`
+/// with `publish_path="scheduled"`.
+pub const SIGNALS_SCHEDULED_TOTAL: &str = "signalbus_signals_scheduled_total";
 pub const UNKNOWN_RECIPIENT_REJECTIONS_TOTAL: &str = "signalbus_unknown_recipient_rejections_total";
 pub const SIGNALS_DELIVERED_TOTAL: &str = "signalbus_signals_delivered_total";
 /// Also recorded by the sweeper (the same series): the gateway expires the pending signals of
@@ -89,6 +92,7 @@ pub fn facts_rate_limited() {
     metrics::counter!(FACTS_RATE_LIMITED_TOTAL).increment(1);
 }
 
+/// An accepted send (and, when it was scheduled, a scheduled one).
 pub fn sent(
     types: &TypeTable,
     signal_type: &str,
@@ -96,6 +100,10 @@ pub fn sent(
     state: RecipientState,
     path: PublishPath,
 ) {
+    if path == PublishPath::Scheduled {
+        metrics::counter!(SIGNALS_SCHEDULED_TOTAL, "signal_type" => types.metric_label(signal_type).to_string())
+            .increment(1);
+    }
     metrics::counter!(SIGNALS_SENT_TOTAL,
         "signal_type" => types.metric_label(signal_type).to_string(),
         "delivery_class" => class.as_str(),
@@ -161,6 +169,10 @@ pub fn init(types: &TypeTable) {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(SIGNALS_SENT_TOTAL, "Accepted sends, by type, class, recipient state and publish path.");
     describe_counter!(SIGNALS_BOUNCED_TOTAL, "Sync sends bounced as recipient_unavailable.");
+    describe_counter!(
+        SIGNALS_SCHEDULED_TOTAL,
+        "Accepted sends scheduled for later delivery (deliver_after_seconds or deliver_at), by type."
+    );
     describe_counter!(UNKNOWN_RECIPIENT_REJECTIONS_TOTAL, "Sends refused as unknown_recipient, by type and sender.");
     describe_counter!(SIGNALS_DELIVERED_TOTAL, "Signals handed to a session (a redelivery counts again).");
     describe_counter!(
@@ -194,7 +206,8 @@ pub fn init(types: &TypeTable) {
     use bus::catalog::DeliveryClass::{Async, Sync};
     use RecipientState::{Available, NotAvailableOffline, NotAvailableStale};
     // The combinations a send can have (bus::send): available ones are pushed or buffered in
-    // either class; stale and offline ones are queued when async (sync ones bounce).
+    // either class; stale and offline ones are queued when async (sync ones bounce); async ones
+    // of any state may be scheduled.
     let sent = [
         (Sync, Available, PublishPath::PushedToWs),
         (Async, Available, PublishPath::PushedToWs),
@@ -202,6 +215,9 @@ pub fn init(types: &TypeTable) {
         (Async, Available, PublishPath::BufferedForPiggyback),
         (Async, NotAvailableStale, PublishPath::QueuedOffline),
         (Async, NotAvailableOffline, PublishPath::QueuedOffline),
+        (Async, Available, PublishPath::Scheduled),
+        (Async, NotAvailableStale, PublishPath::Scheduled),
+        (Async, NotAvailableOffline, PublishPath::Scheduled),
     ];
     let vias = [DeliveredVia::WsPush, DeliveredVia::StartupDrain, DeliveredVia::Piggyback, DeliveredVia::Inbox];
     for t in type_labels(types) {
@@ -220,6 +236,7 @@ pub fn init(types: &TypeTable) {
             let _ = metrics::histogram!(TIME_TO_DELIVERY_SECONDS, "signal_type" => t.clone(), "via" => via.as_str());
         }
         metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => t.clone()).increment(0);
+        metrics::counter!(SIGNALS_SCHEDULED_TOTAL, "signal_type" => t.clone()).increment(0);
     }
     let outcomes = [
         RecallOutcome::Recalled,

@@ -1,9 +1,10 @@
 //! The reads shared by the HTTP API, MCP and the operations: a recipient's view for a send
-//! decision, one signal's row for its sender or recipient, a page of the caller's signals
-//! (newest first) or of one conversation (a correlation id, oldest first), a tenant's roster
-//! with recipient state, and a plugin's compatibility state — each answered as the JSON body
-//! `GET /v1/signals/{id}`, `GET /v1/signals`, `GET /v1/agents` and
-//! `GET /v1/plugins/{plugin}/state` give, so both surfaces answer byte-for-byte alike.
+//! decision, one signal's row for its sender or recipient (a scheduled one for its recipient only
+//! once due, `seen_by_recipient`), a page of the caller's signals (newest first) or of one
+//! conversation (a correlation id, oldest first), a tenant's roster with recipient state, and a
+//! plugin's compatibility state — each answered as the JSON body `GET /v1/signals/{id}`,
+//! `GET /v1/signals`, `GET /v1/agents` and `GET /v1/plugins/{plugin}/state` give, so both
+//! surfaces answer byte-for-byte alike.
 //!
 //! Deliberately no authentication and no request parsing: the caller has already decided who
 //! asks and in which tenant.
@@ -49,7 +50,7 @@ pub async fn signal(gw: &Gateway, agent: &Agent, id: &str) -> Result<Value, ApiE
     let id = wire::canonical_uuid(id).ok_or_else(not_found)?;
     consistent(gw).await;
     let row = gw.queries().signal(&agent.tenant, id).await?.ok_or_else(not_found)?;
-    if row.from_identity != agent.identity && row.to_identity != agent.identity {
+    if row.from_identity != agent.identity && (row.to_identity != agent.identity || !seen_by_recipient(&row)) {
         return Err(not_found());
     }
     Ok(wire::row_json(&row))
@@ -75,8 +76,17 @@ pub async fn signals(gw: &Gateway, agent: &Agent, req: wire::SignalList) -> Resu
         Some(last) if rows.len() as u32 >= limit => Some(wire::cursor::encode(last.created_at, last.id)),
         _ => None,
     };
-    let signals: Vec<Value> = rows.iter().map(wire::row_json).collect();
+    // The cursor is the page's as read: a page that hid a scheduled signal may be short.
+    let seen = |r: &&SignalRow| r.from_identity == agent.identity || seen_by_recipient(r);
+    let signals: Vec<Value> = rows.iter().filter(seen).map(wire::row_json).collect();
     Ok(json!({ "signals": signals, "next_cursor": next_cursor }))
+}
+
+/// Whether the recipient of `row` may see it now: a scheduled signal is invisible to its
+/// recipient until due or released (CONTRACT §16; `bus::schedule::is_visible`), in lists and
+/// lookups as in drains. Its sender always sees it.
+pub fn seen_by_recipient(row: &SignalRow) -> bool {
+    bus::schedule::is_visible(row.deliver_at, row.released_at.is_some(), Utc::now())
 }
 
 /// The roster of `tenant` with each agent's recipient state, from this node's presence.

@@ -23,8 +23,8 @@ use crate::error::{Error, Result};
 use crate::pg::PgModels;
 use crate::queries::ProjectionStatus;
 use crate::queries::{
-    AgentRow, Conversation, DirectiveRow, FactsAnswer, FactsPage, GroupRow, ListDirectives, ListSignals, Overdue,
-    OverdueDirective, PluginStateRow, Queries, SignalRow,
+    AgentRow, Conversation, DirectiveRow, DueRelease, FactsAnswer, FactsPage, GroupRow, ListDirectives, ListSignals,
+    Overdue, OverdueDirective, PluginStateRow, Queries, SignalRow,
 };
 use crate::snapshot::Snapshot;
 use crate::sqlite::SqliteModels;
@@ -207,6 +207,15 @@ impl Queries for ReadModels {
         limit: u32,
     ) -> Result<Vec<Overdue>> {
         self.backend.overdue(now, after, limit).await
+    }
+
+    async fn due_releases(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<DueRelease>> {
+        self.backend.due_releases(now, after, limit).await
     }
 
     async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>> {

@@ -43,6 +43,10 @@ pub struct SignalRow {
     /// The group send this signal is one member's part of (CONTRACT §15).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fanout_id: Option<Uuid>,
+    /// A scheduled signal's due time (CONTRACT §16).
+    pub deliver_at: Option<DateTime<Utc>>,
+    /// When a scheduled signal was released (its `signal.released`).
+    pub released_at: Option<DateTime<Utc>>,
 }
 
 /// `status` filter of signal lists.
@@ -98,6 +102,20 @@ pub struct Overdue {
     pub correlation_id: Option<String>,
     /// The stream sequence of the newest event the read model folded into this row: the
     /// expected subject sequence of a compare-and-set expiry (a newer event makes it fail).
+    pub last_event_seq: u64,
+}
+
+/// A scheduled signal the sweeper should release (CONTRACT §16): pending, not released, due,
+/// with what its `signal.released` needs, so the sweeper can append it without reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueRelease {
+    pub tenant: String,
+    pub id: Uuid,
+    pub to_identity: String,
+    pub deliver_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub correlation_id: Option<String>,
+    /// As `Overdue::last_event_seq`: the release's compare-and-set expectation.
     pub last_event_seq: u64,
 }
 
@@ -220,6 +238,15 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
         after: Option<(DateTime<Utc>, Uuid)>,
         limit: u32,
     ) -> Result<Vec<Overdue>>;
+
+    /// Pending scheduled signals not released yet with `deliver_at <= now`, in `(deliver_at, id)`
+    /// order, strictly after `after` when given (past their TTL too: the caller skips those).
+    async fn due_releases(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<DueRelease>>;
 
     /// The roster of a tenant with recipient state.
     async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>>;

@@ -94,6 +94,14 @@ pub enum SignalCmd {
         /// creating another (at most 200 characters).
         #[arg(long)]
         dedupe_key: Option<String>,
+        /// Schedule it: deliver after this long, e.g. 90s, 1h, 2days (at most 30 days; async
+        /// only). The recipient cannot see it until then; its TTL counts from then.
+        #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "at")]
+        after: Option<std::time::Duration>,
+        /// Schedule it: deliver at this time, RFC 3339 (e.g. 2026-11-21T09:30:00Z), in the future
+        /// and at most 30 days ahead (async only).
+        #[arg(long)]
+        at: Option<String>,
         #[command(flatten)]
         conn: Conn,
     },

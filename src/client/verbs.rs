@@ -113,7 +113,18 @@ fn bounce_hint(to: &str, signal_type: &str, class: Option<&str>) -> String {
 
 async fn signal(cmd: SignalCmd) -> Outcome {
     match cmd {
-        SignalCmd::Send { to, signal_type, payload, delivery_class, ttl_seconds, correlation_id, dedupe_key, conn } => {
+        SignalCmd::Send {
+            to,
+            signal_type,
+            payload,
+            delivery_class,
+            ttl_seconds,
+            correlation_id,
+            dedupe_key,
+            after,
+            at,
+            conn,
+        } => {
             let class = delivery_class.clone();
             let payload: Value = match serde_json::from_str(&payload) {
                 Ok(p) => p,
@@ -125,6 +136,9 @@ async fn signal(cmd: SignalCmd) -> Outcome {
                 ("ttl_seconds", ttl_seconds.map(Value::from)),
                 ("correlation_id", correlation_id.map(Value::from)),
                 ("dedupe_key", dedupe_key.map(Value::from)),
+                // Whole seconds, rounded up: `--after 1500ms` is not due before it says.
+                ("deliver_after_seconds", after.map(|d| Value::from(d.as_secs() + u64::from(d.subsec_nanos() > 0)))),
+                ("deliver_at", at.map(Value::from)),
             ];
             for (k, v) in fields {
                 if let Some(v) = v {

@@ -1,5 +1,6 @@
-//! The facts of a signal's life (CONTRACT §4–§6): sent or bounced, delivered, acked, expired,
-//! recalled. Each lives on its signal's subject, except ack batches (their recipient's).
+//! The facts of a signal's life (CONTRACT §4–§6, §16): sent or bounced, released (a scheduled
+//! one, when due), delivered, acked, expired, recalled. Each lives on its signal's subject,
+//! except ack batches (their recipient's).
 //!
 //! Deliberately only the facts: which may follow which is `signal.rs`'s to decide.
 
@@ -46,6 +47,10 @@ pub struct SignalSent {
     /// signal of one group send carries the same id, so they can be recalled together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fanout_id: Option<Uuid>,
+    /// A scheduled send (CONTRACT §16): invisible to its recipient until this instant, when the
+    /// sweeper records `signal.released`. `expires_at` counts from it. `None`: visible at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver_at: Option<DateTime<Utc>>,
 }
 
 impl SignalSent {
@@ -119,6 +124,19 @@ pub struct SignalExpired {
     /// was answered `recipient_unavailable`, so it must never be delivered later).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub undeliverable: bool,
+}
+
+/// A scheduled signal became due and visible: from here on it is pushed to a live session of its
+/// recipient, or waits like any queued async signal. Appended by the sweeper at `deliver_at`,
+/// only while the signal is pending and not released yet, with the per-signal compare-and-set —
+/// so of a release, a recall and an expiry racing on the stream exactly one follows the send.
+/// Carries the recipient and the instants so a reader decides whether to act without reading.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalReleased {
+    pub signal_id: Uuid,
+    pub to: String,
+    pub deliver_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! The stream tail of one gateway process: applies every event to the registry and presence,
 //! closes sessions whose token was rotated or whose agent was removed anywhere, and hands every
-//! `signal.sent` to the push path and the MCP announcement, so a signal sent through any process
+//! `signal.sent` — and every `signal.released` of a scheduled one — to the push path and the MCP
+//! announcement, so a signal sent through any process
 //! reaches a session held by this one; a session's close lets a sibling that opened before it
 //! take back what the closed one left unacked (`Deliverer::on_closed`). It wakes the callers
 //! waiting on a directive's end, and the inbox waiters of an identity something may have become
@@ -117,10 +118,18 @@ impl Tail {
             }
             // Sent and pushed in one event by the gateway that held the session: nothing to push.
             EventBody::SignalSent(sent) if sent.pushed_to.is_some() => self.confirmations.delivered(sent.signal_id),
+            // A scheduled send is invisible until its release, which is pushed and announced then.
+            EventBody::SignalSent(sent) if sent.deliver_at.is_some() => {}
             EventBody::SignalSent(sent) => {
                 self.deliverer.on_sent(&event.tenant, sent, stored.seq);
                 (self.announce)(&event.tenant, sent);
                 self.wake_inbox(&event.tenant, &sent.to);
+            }
+            EventBody::SignalReleased(r) => {
+                let announce = self.announce.clone();
+                self.deliverer.on_released(&event.tenant, r, stored.seq, move |tenant, sent| announce(tenant, sent));
+                // Now visible: whoever waits on the recipient's inbox hears of it.
+                self.wake_inbox(&event.tenant, &r.to);
             }
             EventBody::SignalDelivered(d) => self.confirmations.delivered(d.signal_id),
             EventBody::SessionClosed(c) => {

@@ -183,6 +183,10 @@ fn declare_rules(doc: &mut Value) {
     send["dedupe_key"] = text(200);
     send["payload"] = json!({"$ref": "#/components/schemas/NulFreeJson",
         "description": "any JSON, at most 64 KiB encoded; default `{}`"});
+    // At most one of the two schedules (a `null` is no value, as the parser reads it).
+    let given = json!({"not": {"type": "null"}});
+    schemas["SendRequestBody"]["not"] = json!({"required": ["deliver_after_seconds", "deliver_at"],
+        "properties": {"deliver_after_seconds": given, "deliver_at": given}});
     let create = &mut schemas["DirectiveCreateBody"]["properties"];
     create["to"] = json!({"type": "string", "anyOf": [{"pattern": rules::IDENTITY}, {"pattern": rules::GROUP}]});
     create["idempotency_key"]["pattern"] = json!(rules::NO_NUL);

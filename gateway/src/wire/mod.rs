@@ -37,7 +37,8 @@ pub fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// The accepted-send response (CONTRACT §4), plus `redacted` when something was redacted.
+/// The accepted-send response (CONTRACT §4), plus `deliver_at` when it was scheduled (§16) and
+/// `redacted` when something was redacted.
 #[derive(Debug)]
 pub struct SendResponse<'a> {
     pub sent: &'a SignalSent,
@@ -60,6 +61,9 @@ impl SendResponse<'_> {
             "resolved_to_session": self.resolved_to_session,
             "publish_path": s.publish_path.as_str(),
         });
+        if let Some(at) = s.deliver_at {
+            v["deliver_at"] = json!(ts(at));
+        }
         if !s.redacted.is_empty() {
             v["redacted"] = json!(s.redacted);
         }
@@ -195,7 +199,7 @@ impl PushSignal {
     }
 }
 
-/// A signal's row with the CONTRACT §10 columns.
+/// A signal's row with the CONTRACT §10 columns (and §16's `deliver_at`, with `released_at`).
 pub fn row_json(r: &SignalRow) -> Value {
     let t = |v: Option<DateTime<Utc>>| v.map(ts);
     json!({
@@ -220,6 +224,8 @@ pub fn row_json(r: &SignalRow) -> Value {
         "resolved_to_session": r.resolved_to_session,
         "acked_at": t(r.acked_at),
         "last_event_seq": r.last_event_seq,
+        "deliver_at": t(r.deliver_at),
+        "released_at": t(r.released_at),
     })
 }
 
@@ -256,6 +262,7 @@ mod tests {
             resolved_to_session: None,
             pushed_to: None,
             fanout_id: None,
+            deliver_at: None,
         };
         let expected = |s: &SignalSent, p: Value, r: bool| {
             json!({"op": "signal", "signal": {
@@ -302,6 +309,7 @@ mod tests {
             resolved_to_session: None,
             pushed_to: None,
             fanout_id: None,
+            deliver_at: None,
         };
         let out = serde_json::to_string(&PushSignal::delivered(Cow::Owned(sent), false)).unwrap();
         assert!(out.contains(&format!(r#""payload":{deep},"#)), "{out}");

@@ -26,6 +26,7 @@ mod poison;
 mod prop;
 mod recall;
 mod removal;
+mod scheduled;
 mod send_table;
 mod support;
 mod waiting;

@@ -57,6 +57,16 @@ async fn answers_of_every_endpoint_match_the_document() {
         bus.send(&alice, send(json!({"to": "bob", "type": "StatusUpdate", "payload": {"password": "x"}}))).await,
     ));
     let sig = seen.last().unwrap().2 .1["signal_id"].as_str().unwrap().to_string();
+    seen.push(c("POST", "/v1/signals")(
+        bus.send(&alice, json!({"to": "bob", "type": "StatusUpdate", "deliver_after_seconds": 3600})).await,
+    ));
+    let scheduled = seen.last().unwrap().2 .1["signal_id"].as_str().unwrap().to_string();
+    seen.push(c("GET", "/v1/signals/{id}")(
+        bus.call("GET", Some(&alice), &format!("/v1/signals/{scheduled}"), None).await,
+    ));
+    seen.push(c("POST", "/v1/signals")(
+        bus.send(&alice, json!({"to": "bob", "type": "Question", "deliver_after_seconds": 60})).await,
+    ));
     seen.push(c("POST", "/v1/signals")(bus.send(&alice, json!({"to": "bob", "type": "Blocker"})).await));
     seen.push(c("POST", "/v1/signals")(bus.send(&alice, json!({"to": "nobody", "type": "X"})).await));
     seen.push(c("POST", "/v1/signals")(bus.send(&alice, json!({"to": "bob", "type": "X", "from": "eve"})).await));

@@ -200,6 +200,7 @@ pub fn sent(id: Uuid, from: &str, to: &str, category: Category, at: DateTime<Utc
             resolved_to_session: None,
             pushed_to: None,
             fanout_id: None,
+            deliver_at: None,
         })),
     )
 }

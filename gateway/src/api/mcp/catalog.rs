@@ -60,7 +60,11 @@ unknown_recipient (no such agent: check list_agents), invalid_request (the messa
 field), payload_too_large (payload over 64 KiB), rate_limited (wait retry_after_ms), unavailable \
 (nothing was accepted: send again). If an answer never arrives, send again with the same \
 dedupe_key: you get the original signal's answer, never a duplicate. Blocker and Question default \
-to sync; other types to async.";
+to sync; other types to async. To act later rather than now - follow up in an hour, remind a \
+reviewer tomorrow, check back on a task - schedule it: give deliver_after_seconds (e.g. 3600) or \
+deliver_at (an RFC 3339 time), async only. It is answered queued: true, publish_path: scheduled, \
+with its deliver_at; the recipient cannot see it until then, and you can recall_signal it until it \
+is delivered. Scheduling a note to yourself is how you set a reminder.";
     let properties = json!({
         "to": {"type": "string", "pattern": "^@?[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
                "description": "The recipient's identity, as list_agents shows it; or a group as @name (list_groups): one signal to each member but you, and the answer has one entry per member."},
@@ -75,6 +79,10 @@ to sync; other types to async.";
                            "description": "Your own id tying related signals together (e.g. a task id); the recipient sees it."},
         "dedupe_key": {"type": "string", "maxLength": 200,
                        "description": "Makes the send idempotent: a repeat with the same key answers the first send and sends nothing new. Use one whenever you might retry."},
+        "deliver_after_seconds": {"type": "integer", "minimum": 1, "maximum": 2_592_000,
+                                  "description": "Deliver it later: this many seconds from now (3600 = in an hour, 86400 = tomorrow; at most 30 days). Async only; not with deliver_at. Until then the recipient cannot see it; ttl_seconds counts from then."},
+        "deliver_at": {"type": "string", "format": "date-time",
+                       "description": "Deliver it later: at this time, RFC 3339 (e.g. 2026-11-21T09:30:00Z), in the future and at most 30 days ahead. Async only; not with deliver_after_seconds."},
     });
     Tool::new("send_signal", description, schema(properties, &["to", "type"]))
         .with_title("Send a signal")
