@@ -1,6 +1,6 @@
 //! The reads shared by the HTTP API and MCP: one signal's row for its sender or recipient (a
-//! scheduled one for its recipient only once due, `seen_by_recipient`), a
-//! tenant's roster with recipient state, and a plugin's compatibility state — each answered as
+//! scheduled one for its recipient only once due, `seen_by_recipient`), a tenant's roster with
+//! recipient state, and a plugin's compatibility state — each answered as
 //! the JSON body `GET /v1/signals/{id}`, `GET /v1/agents` and `GET /v1/plugins/{plugin}/state`
 //! give, so both surfaces answer byte-for-byte alike.
 //!
@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use bus::names::validate_plugin;
 use chrono::Utc;
-use serde_json::{json, Value};
-
 use projector::queries::SignalRow;
+use serde_json::{json, Value};
 
 use crate::agent::Agent;
 use crate::error::ApiError;

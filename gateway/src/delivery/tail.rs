@@ -1,9 +1,9 @@
 //! The stream tail of one gateway process: applies every event to the registry and presence,
 //! closes sessions whose token was rotated or whose agent was removed anywhere, and hands every
 //! `signal.sent` — and every `signal.released` of a scheduled one — to the push path and the MCP
-//! announcement, so a signal sent through any process
-//! reaches a session held by this one; a session's close lets a sibling that opened before it
-//! take back what the closed one left unacked (`Deliverer::on_closed`).
+//! announcement, so a signal sent through any process reaches a session held by this one; a
+//! session's close lets a sibling that opened before it take back what the closed one left
+//! unacked (`Deliverer::on_closed`).
 //!
 //! Deliberately never appends: what it reads is already decided. It resumes after a tail
 //! error from the last applied sequence, so it never skips an event — except one that cannot
