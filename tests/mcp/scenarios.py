@@ -124,6 +124,8 @@ async def tools(bus, args):
         check(inbox["wait_seconds"]["maximum"] == 50, "check_inbox waits up to 50 s", inbox)
         send = next(t for t in listed if t.name == "send_signal").input_schema["properties"]
         check(send["delivery_class"]["enum"] == ["sync", "async"], "delivery classes", send)
+        check(send["deliver_after_seconds"]["maximum"] == 2592000 and send["deliver_at"]["format"] == "date-time",
+              "a send may be scheduled", send)
         # The session is a bus session: piggyback, shim, available.
         me = bus.state_of(token, "alice")
         check(me["state"] == "available" and me["live_sessions"] == 1, "the mcp session is live", me)
@@ -146,6 +148,16 @@ async def sends(bus, args):
         check(e["recipient_state"] == "not_available_offline" and e["signal_id"], "bounce details", e)
         q = await ok(c, "send_signal", {"to": "bob", "type": "StatusUpdate", "payload": {"n": 1}})
         check(q["queued"] is True and q["delivered"] is False and q["publish_path"] == "queued_offline", "async", q)
+        # Later, not now (CONTRACT §16): scheduled, recallable until delivered; never a sync one.
+        later = await ok(c, "send_signal", {"to": "bob", "type": "ReviewRequested", "payload": {"pr": 7},
+                                            "deliver_after_seconds": 3600})
+        check(later["publish_path"] == "scheduled" and later["queued"] is True and later["deliver_at"], "scheduled",
+              later)
+        e = await fails(c, "send_signal", {"to": "bob", "type": "Question", "deliver_after_seconds": 60},
+                        "invalid_request")
+        check("sync" in e["message"], "a sync signal is not scheduled", e)
+        r = await ok(c, "recall_signal", {"signal_id": later["signal_id"]})
+        check(r == {"outcome": "recalled"}, "a scheduled signal is recalled before it is due", r)
         # To the WebSocket agent: pushed, and delivered: true only once the stream holds it.
         d = await ok(c, "send_signal", {"to": "carol", "type": "Question", "dedupe_key": "q-1",
                                         "payload": {"ask": "ready?"}})

@@ -84,8 +84,9 @@ impl Deliverer {
     /// The caller must hand what it gets to the recipient: it is delivered on the stream.
     ///
     /// With `fresh`, the delivery is decided on the `signal.sent` (or `signal.released`) just
-    /// seen and appended expecting it to still be the newest event — no read on the hot path; losing that race (a
-    /// recall, an expiry, another delivery) reads the signal and decides again (`execute_hinted`).
+    /// seen and appended expecting it to still be the newest event — no read on the hot path;
+    /// losing that race (a recall, an expiry, another delivery) reads the signal and decides
+    /// again (`execute_hinted`).
     pub async fn record<'a>(
         &self,
         to: Recipient<'_>,

@@ -1,8 +1,9 @@
 //! The live push: every `signal.sent` the stream tail reads (and every `signal.released` of a
 //! scheduled one) goes to a session of its recipient this process holds, through the per-signal
-//! compare-and-set, with its frame queued only once the delivery is recorded. Also the one-signal delivery the startup drain uses, and the push
-//! at send: a send whose recipient's session this process holds records the send and the push in
-//! one event (`SignalSent::pushed_to`) and queues the frame itself, with no tail round trip.
+//! compare-and-set, with its frame queued only once the delivery is recorded. Also the
+//! one-signal delivery the startup drain uses, and the push at send: a send whose recipient's
+//! session this process holds records the send and the push in one event
+//! (`SignalSent::pushed_to`) and queues the frame itself, with no tail round trip.
 //!
 //! Deliberately never waits on a socket: a full queue closes the session as a slow consumer.
 
