@@ -21,7 +21,7 @@ pub use directive::{
 };
 pub use group::{GroupCreated, GroupDeleted, GroupMemberAdded, GroupMemberRemoved, GroupUpdated};
 pub use signal::{
-    SignalAcked, SignalBounced, SignalDelivered, SignalExpired, SignalRecalled, SignalSent, SignalsAcked,
+    ExpiryReason, SignalAcked, SignalBounced, SignalDelivered, SignalExpired, SignalRecalled, SignalSent, SignalsAcked,
 };
 pub use subjects::{Entity, Subjects};
 

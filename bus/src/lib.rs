@@ -13,6 +13,8 @@
 //! - `nul`: the NUL guard: strings with U+0000 are refused before anything is stored.
 //! - `send`: the pure send decision (defaults, redaction, bounce or queue).
 //! - `signal`: the pure rules of a signal's life (`apply`, `decide`).
+//! - `force_expire`: the operator's force-expire: the filters a request may combine, and what
+//!   they match (each match then expired by `SignalCommand::ForceExpire`).
 //! - `directive`: the pure rules of a directive's life, its lifecycle signals and recalls.
 //! - `group`: the pure rules of a group's settings and members, fan-out and roster signals.
 //! - `fanout`: a send to a group planned per member (ids a repeat finds again), pure.
@@ -35,6 +37,7 @@ pub mod fact;
 pub mod fanout;
 pub mod files;
 pub mod fold;
+pub mod force_expire;
 pub mod group;
 pub mod group_store;
 pub mod log;

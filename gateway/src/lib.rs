@@ -26,6 +26,8 @@
 //! - `reads`: one signal's row, the roster, a plugin's state, shared by HTTP and MCP.
 //! - `registration`: registering an agent, rotating its token.
 //! - `removal`: removing an agent — its token, its sessions, its pending signals.
+//! - `force_expire`: the operator's force-expire — pending signals by filter, each expired by
+//!   compare-and-set against its delivery.
 //! - `state`: `Gateway`, the shared handle — data only, and the narrow handles built over it.
 //! - `delivery/`: `Deliverer` and its compare-and-set `record`; `push` (the live push),
 //!   `drain` (startup and HTTP drains), `tail` (this process's stream tail), `confirm` (sends
@@ -58,6 +60,7 @@ mod delivery;
 mod directives;
 pub mod error;
 mod fanout;
+mod force_expire;
 mod groups;
 mod listener;
 pub mod metrics;

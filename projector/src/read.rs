@@ -17,10 +17,11 @@ use crate::queries::{
 use crate::sql::Row;
 
 mod directives;
+mod pending;
 
 pub(crate) const SIGNAL_COLS: &str = "id, tenant, from_identity, to_identity, signal_type, category, priority, \
     payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, delivered_at, \
-    expired_at, recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq, fanout_id";
+    expired_at, recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq, fanout_id, expired_reason";
 
 pub(crate) fn signal_row(r: &Row) -> Result<SignalRow> {
     Ok(SignalRow {
@@ -46,6 +47,7 @@ pub(crate) fn signal_row(r: &Row) -> Result<SignalRow> {
         acked_at: r.opt_ts("acked_at")?,
         last_event_seq: r.get("last_event_seq")?,
         fanout_id: r.opt_uuid("fanout_id")?,
+        expired_reason: r.get("expired_reason")?,
     })
 }
 

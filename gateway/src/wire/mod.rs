@@ -9,6 +9,7 @@ mod requests;
 
 pub mod cursor;
 pub mod directives;
+pub mod expire;
 
 pub mod outbound;
 
@@ -217,6 +218,7 @@ pub fn row_json(r: &SignalRow) -> Value {
         "resolved_to_session": r.resolved_to_session,
         "acked_at": t(r.acked_at),
         "last_event_seq": r.last_event_seq,
+        "expired_reason": r.expired_reason,
     })
 }
 
