@@ -55,9 +55,15 @@ struct Pages {
 }
 
 impl Pages {
-    fn new(filter: ExpireFilter) -> Pages {
+    /// The pages of what `filter` matches once the read models hold everything on the stream
+    /// now, so every signal sent before the request is seen (as a drain sees it).
+    async fn new(gw: &Gateway, filter: ExpireFilter) -> Result<Pages, ApiError> {
+        let target = gw.store().log().last_seq().await?;
+        if let Err(e) = gw.queries().wait_for(target, gw.config().drain_wait).await {
+            tracing::warn!(error = %e, target, "read models lag; force-expiring the pending signals they hold");
+        }
         let created_until = filter.created_until(Utc::now());
-        Pages { query: PendingSignals { filter, created_until, after: None, limit: PAGE }, done: false }
+        Ok(Pages { query: PendingSignals { filter, created_until, after: None, limit: PAGE }, done: false })
     }
 
     async fn next(&mut self, gw: &Gateway) -> Result<Option<Vec<PendingSignal>>, ApiError> {
@@ -73,7 +79,7 @@ impl Pages {
 
 /// Counts what `filter` matches now, listing the first `DRY_RUN_LISTED`.
 pub async fn dry_run(gw: &Gateway, filter: ExpireFilter) -> Result<DryRun, ApiError> {
-    let mut pages = Pages::new(filter);
+    let mut pages = Pages::new(gw, filter).await?;
     let mut out = DryRun::default();
     while let Some(rows) = pages.next(gw).await? {
         out.count += rows.len() as u64;
@@ -88,7 +94,7 @@ pub async fn dry_run(gw: &Gateway, filter: ExpireFilter) -> Result<DryRun, ApiEr
 /// is expired no longer matches).
 pub async fn expire(gw: &Gateway, filter: ExpireFilter) -> Result<Expired, ApiError> {
     let tenant = filter.tenant.clone();
-    let mut pages = Pages::new(filter);
+    let mut pages = Pages::new(gw, filter).await?;
     let mut done = Expired::default();
     let partial = |done: Expired, e: ApiError| match done {
         Expired { expired: 0, skipped: 0 } => e,

@@ -38,11 +38,17 @@ pub fn parse_force_expire(map: &Map<String, Value>) -> Result<ForceExpire, ApiEr
     let tenant = text(map, "tenant")?.ok_or_else(|| ApiError::invalid("tenant is required"))?;
     let older_than_seconds = match map.get("older_than_seconds") {
         None => None,
-        Some(v) => Some(v.as_u64().filter(|s| (1..=MAX_OLDER_THAN_SECONDS).contains(s)).ok_or_else(|| {
-            ApiError::invalid(format!(
-                "older_than_seconds must be a whole number between 1 and {MAX_OLDER_THAN_SECONDS}"
-            ))
-        })?),
+        // `60.0` is a whole number too (JSON Schema counts it as an integer, and so do clients).
+        Some(v) => Some(
+            v.as_u64()
+                .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=1e15).contains(f)).map(|f| f as u64))
+                .filter(|s| (1..=MAX_OLDER_THAN_SECONDS).contains(s))
+                .ok_or_else(|| {
+                    ApiError::invalid(format!(
+                        "older_than_seconds must be a whole number between 1 and {MAX_OLDER_THAN_SECONDS}"
+                    ))
+                })?,
+        ),
     };
     let signal_ids = match map.get("signal_ids") {
         None => Vec::new(),
@@ -124,6 +130,8 @@ mod tests {
         assert_eq!(got.filter.older_than_seconds, Some(3600));
         assert_eq!(got.filter.signal_ids, vec![canonical_uuid(id).unwrap()]);
         assert!(!parse(json!({"tenant": "default", "to": "bob"})).unwrap().dry_run);
+        let whole = parse(json!({"tenant": "default", "older_than_seconds": 60.0})).unwrap();
+        assert_eq!(whole.filter.older_than_seconds, Some(60), "a whole number written with a fraction");
     }
 
     #[test]
