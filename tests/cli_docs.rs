@@ -84,6 +84,9 @@ fn cli_examples_in_docs_run_with_their_exit_codes() {
     assert!(stdout.contains(r#""type":"StatusUpdate""#), "listen --json prints one object per line: {stdout}");
     assert!(stdout.contains("STATUS") && stdout.contains("recalled"), "{stdout}");
     assert!(stdout.contains("signals_expired"), "{stdout}");
+    // `admin expire`: the dry run's list and count, the counts, the row's reason, the refusal.
+    assert!(stdout.contains("2 would expire") && stdout.contains("expired  2"), "{stdout}");
+    assert!(stdout.contains("forced") && stderr.contains("would expire everything"), "{stdout}\n{stderr}");
     assert!(!stderr.contains("(http 200)"), "{stderr}");
     // `config check` said the default file is fine, and named the unknown key.
     assert!(stdout.contains("signalbus.toml: ok") && stderr.contains("listen_port"), "{stdout}\n{stderr}");

@@ -111,7 +111,9 @@ async fn a_fresh_bus_serves_every_known_series_at_zero_with_help() {
             "signalbus_signals_sent_total",
             &[r#"delivery_class="sync""#, r#"recipient_state="available""#, r#"publish_path="buffered_for_piggyback""#],
         ),
-        ("signalbus_signals_expired_total", &[r#"signal_type="PeerLeft""#]),
+        ("signalbus_signals_expired_total", &[r#"signal_type="PeerLeft""#, r#"reason="ttl""#]),
+        ("signalbus_signals_expired_total", &[r#"signal_type="Question""#, r#"reason="forced""#]),
+        ("signalbus_signals_expired_total", &[r#"signal_type="other""#, r#"reason="removed""#]),
         (
             "signalbus_signals_sent_total",
             &[r#"delivery_class="async""#, r#"recipient_state="available""#, r#"publish_path="scheduled""#],

@@ -21,8 +21,8 @@ pub use directive::{
 };
 pub use group::{GroupCreated, GroupDeleted, GroupMemberAdded, GroupMemberRemoved, GroupUpdated};
 pub use signal::{
-    SignalAcked, SignalBounced, SignalDelivered, SignalExpired, SignalRecalled, SignalReleased, SignalSent,
-    SignalsAcked,
+    ExpiryReason, SignalAcked, SignalBounced, SignalDelivered, SignalExpired, SignalRecalled, SignalReleased,
+    SignalSent, SignalsAcked,
 };
 pub use subjects::{Entity, Subjects};
 

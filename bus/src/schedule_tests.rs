@@ -186,8 +186,17 @@ fn delivered() -> EventBody {
     })
 }
 
+fn bus_reason() -> crate::event::ExpiryReason {
+    crate::event::ExpiryReason::Ttl
+}
+
 fn expired() -> EventBody {
-    EventBody::SignalExpired(SignalExpired { signal_id: Uuid::from_u128(7), expires_at: at(160), undeliverable: false })
+    EventBody::SignalExpired(SignalExpired {
+        signal_id: Uuid::from_u128(7),
+        expires_at: at(160),
+        undeliverable: false,
+        reason: Some(bus_reason()),
+    })
 }
 
 fn recalled() -> EventBody {

@@ -16,7 +16,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult, Refusal};
-use crate::event::{DeliveredVia, EventBody, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalSent};
+use crate::event::{
+    DeliveredVia, EventBody, ExpiryReason, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalSent,
+};
 use crate::schedule::{self, is_visible};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +42,9 @@ pub struct SignalState {
     pub bounced: bool,
     pub deliveries: u32,
     pub last_delivery: Option<SignalDelivered>,
-    /// Expired as undeliverable (`SignalCommand::Abandon`): a sync push that could not complete
-    /// (its sender was answered `recipient_unavailable`), or a removed recipient.
+    /// Expired as undeliverable: a sync push that could not complete (`SignalCommand::Abandon`;
+    /// its sender was answered `recipient_unavailable`), or a removed recipient
+    /// (`RecipientRemoved`). A force-expire is not a give-up.
     pub given_up: bool,
     /// A scheduled signal whose `signal.released` is on the stream: visible from then on,
     /// whatever the reader's clock says.
@@ -87,9 +90,13 @@ pub enum SignalCommand {
     /// Make a scheduled signal visible at its `deliver_at` (the sweeper's, CONTRACT §16).
     Release,
     /// Expire a pending signal now, as undeliverable, before any late delivery: a sync push
-    /// that could not complete promptly (its sender is answered `recipient_unavailable`), or a
-    /// signal whose recipient was removed.
+    /// that could not complete promptly (its sender is answered `recipient_unavailable`).
     Abandon,
+    /// Expire a pending signal now because its recipient was removed (given up, like `Abandon`).
+    RecipientRemoved,
+    /// An operator's force-expire (CONTRACT §16): expire a pending signal now, whatever its
+    /// `expires_at`. Like every expiry it loses to a delivery or a recall already on the stream.
+    ForceExpire,
     /// Whether `by` may ack the signal (it was delivered to `by`). Acks decide no outcome, so
     /// writers record the ones decided here together, one `signals.acked` per batch on the
     /// recipient's acks subject, rather than each `signal.acked` on the signal's; the signal's
@@ -274,12 +281,8 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
             _ => Err(DomainError::Refused(Refusal::AlreadyTerminal)),
         },
         SignalCommand::Release => schedule::release(state, sent, now),
-        SignalCommand::Abandon => match state.status {
-            Status::Pending => Ok(vec![EventBody::SignalExpired(SignalExpired {
-                signal_id: id,
-                expires_at: sent.expires_at,
-                undeliverable: true,
-            })]),
+        SignalCommand::Abandon | SignalCommand::RecipientRemoved | SignalCommand::ForceExpire => match state.status {
+            Status::Pending => Ok(vec![expired_now(id, sent.expires_at, command)]),
             Status::Delivered { .. } => Err(DomainError::Refused(Refusal::AlreadyDelivered)),
             _ => Err(DomainError::Refused(Refusal::AlreadyTerminal)),
         },
@@ -310,7 +313,8 @@ pub enum Hint<'a> {
     Sent(&'a SignalSent),
     /// The newest event is the `signal.released` of this scheduled send (a push on release).
     Released(&'a SignalSent),
-    /// The signal is pending and due at `expires_at` (the read model's view: the sweeper).
+    /// The signal is pending and due at `expires_at` (the read model's view: the sweeper, a
+    /// force-expire).
     Pending { expires_at: DateTime<Utc> },
     /// The newest event is the `signal.sent` of a send to `to` scheduled for `deliver_at` and
     /// expiring at `expires_at` (the read model's or the tail's view: the sweeper's release).
@@ -371,21 +375,32 @@ pub fn decide_hinted(
         (Hint::Pending { expires_at } | Hint::Scheduled { expires_at, .. }, SignalCommand::Expire)
             if is_due(*expires_at, now) =>
         {
-            Some(Ok(vec![EventBody::SignalExpired(SignalExpired {
-                signal_id: id,
-                expires_at: *expires_at,
-                undeliverable: false,
-            })]))
+            Some(Ok(vec![expired_now(id, *expires_at, command)]))
+        }
+        (Hint::Pending { expires_at } | Hint::Scheduled { expires_at, .. }, SignalCommand::ForceExpire) => {
+            Some(Ok(vec![expired_now(id, *expires_at, command)]))
         }
         _ => None,
     }
 }
 
 fn expired(sent: &SignalSent) -> EventBody {
+    expired_now(sent.signal_id, sent.expires_at, &SignalCommand::Expire)
+}
+
+/// The `signal.expired` an expiring command appends, with its reason.
+fn expired_now(signal_id: Uuid, expires_at: DateTime<Utc>, command: &SignalCommand) -> EventBody {
+    let reason = match command {
+        SignalCommand::Abandon => ExpiryReason::Undeliverable,
+        SignalCommand::RecipientRemoved => ExpiryReason::Removed,
+        SignalCommand::ForceExpire => ExpiryReason::Forced,
+        _ => ExpiryReason::Ttl,
+    };
     EventBody::SignalExpired(SignalExpired {
-        signal_id: sent.signal_id,
-        expires_at: sent.expires_at,
-        undeliverable: false,
+        signal_id,
+        expires_at,
+        undeliverable: reason.gives_up(),
+        reason: Some(reason),
     })
 }
 

@@ -5,7 +5,7 @@
 //! calls are no-ops (which keeps tests free of global state).
 
 use bus::catalog::TypeTable;
-use bus::event::{DeliveredVia, PublishPath, RecipientState, SessionKind, Surface};
+use bus::event::{DeliveredVia, ExpiryReason, PublishPath, RecipientState, SessionKind, Surface};
 use bus::signal::RecallOutcome;
 use chrono::{DateTime, Utc};
 
@@ -16,9 +16,12 @@ pub const SIGNALS_BOUNCED_TOTAL: &str = "signalbus_signals_bounced_total";
 pub const SIGNALS_SCHEDULED_TOTAL: &str = "signalbus_signals_scheduled_total";
 pub const UNKNOWN_RECIPIENT_REJECTIONS_TOTAL: &str = "signalbus_unknown_recipient_rejections_total";
 pub const SIGNALS_DELIVERED_TOTAL: &str = "signalbus_signals_delivered_total";
-/// Also recorded by the sweeper (the same series): the gateway expires the pending signals of
-/// a removed agent.
+/// Also recorded by the sweeper (the same series, `reason="ttl"`): the gateway expires the
+/// pending signals of a removed agent (`removed`) and an operator's force-expire (`forced`).
 pub const SIGNALS_EXPIRED_TOTAL: &str = "signalbus_signals_expired_total";
+
+/// The `reason` label values the gateway records on `signalbus_signals_expired_total`.
+pub const EXPIRY_REASONS: [ExpiryReason; 2] = [ExpiryReason::Forced, ExpiryReason::Removed];
 pub const SIGNAL_RECALLS_TOTAL: &str = "signalbus_signal_recalls_total";
 pub const TIME_TO_DELIVERY_SECONDS: &str = "signalbus_time_to_delivery_seconds";
 pub const SESSIONS: &str = "signalbus_sessions";
@@ -133,8 +136,12 @@ pub fn delivered(types: &TypeTable, signal_type: &str, via: DeliveredVia, create
     metrics::histogram!(TIME_TO_DELIVERY_SECONDS, "signal_type" => label, "via" => via.as_str()).record(secs);
 }
 
-pub fn expired(types: &TypeTable, signal_type: &str) {
-    metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => types.metric_label(signal_type).to_string()).increment(1);
+/// One pending signal this gateway expired, for `reason` (one of `EXPIRY_REASONS`).
+pub fn expired(types: &TypeTable, signal_type: &str, reason: ExpiryReason) {
+    metrics::counter!(SIGNALS_EXPIRED_TOTAL,
+        "signal_type" => types.metric_label(signal_type).to_string(),
+        "reason" => reason.as_str())
+    .increment(1);
 }
 
 pub fn recall(outcome: RecallOutcome) {
@@ -177,7 +184,7 @@ pub fn init(types: &TypeTable) {
     describe_counter!(SIGNALS_DELIVERED_TOTAL, "Signals handed to a session (a redelivery counts again).");
     describe_counter!(
         SIGNALS_EXPIRED_TOTAL,
-        "Signals expired: by the sweeper past their TTL, by a gateway when their recipient is removed."
+        "Signals expired, by type and reason: ttl (the sweeper), removed (a gateway, when their recipient is removed), forced (a gateway, an operator's force-expire)."
     );
     describe_counter!(SIGNAL_RECALLS_TOTAL, "Recall requests, by outcome.");
     describe_histogram!(
@@ -235,7 +242,10 @@ pub fn init(types: &TypeTable) {
             // Registered without an observation: its `_count` and buckets start at 0.
             let _ = metrics::histogram!(TIME_TO_DELIVERY_SECONDS, "signal_type" => t.clone(), "via" => via.as_str());
         }
-        metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => t.clone()).increment(0);
+        for reason in EXPIRY_REASONS {
+            metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => t.clone(), "reason" => reason.as_str())
+                .increment(0);
+        }
         metrics::counter!(SIGNALS_SCHEDULED_TOTAL, "signal_type" => t.clone()).increment(0);
     }
     let outcomes = [

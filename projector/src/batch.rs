@@ -70,6 +70,8 @@ pub struct SignalPatch {
     pub session: Option<Uuid>,
     pub acked_at: Option<DateTime<Utc>>,
     pub expired_at: Option<DateTime<Utc>>,
+    /// Why it expired (`bus::event::ExpiryReason`), set with `expired_at`.
+    pub expired_reason: Option<&'static str>,
     pub recalled_at: Option<DateTime<Utc>>,
     /// A scheduled signal's `signal.released`.
     pub released_at: Option<DateTime<Utc>>,
@@ -211,6 +213,7 @@ impl Batch {
                         session: None,
                         acked_at: None,
                         expired_at: None,
+                        expired_reason: None,
                         recalled_at: None,
                         released_at: None,
                         seq,
@@ -279,7 +282,10 @@ impl Batch {
                 EventBody::SignalExpired(e) => {
                     let i = patch(&mut b, e.signal_id);
                     let p = &mut b.signal_patches[i];
-                    p.expired_at.get_or_insert(at);
+                    if p.expired_at.is_none() {
+                        p.expired_at = Some(at);
+                        p.expired_reason = Some(e.reason().as_str());
+                    }
                     p.seq = seq;
                 }
                 EventBody::SignalRecalled(r) => {

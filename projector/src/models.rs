@@ -24,7 +24,7 @@ use crate::pg::PgModels;
 use crate::queries::ProjectionStatus;
 use crate::queries::{
     AgentRow, Conversation, DirectiveRow, DueRelease, FactsAnswer, FactsPage, GroupRow, ListDirectives, ListSignals,
-    Overdue, OverdueDirective, PluginStateRow, Queries, SignalRow,
+    Overdue, OverdueDirective, PendingSignal, PendingSignals, PluginStateRow, Queries, SignalRow,
 };
 use crate::snapshot::Snapshot;
 use crate::sqlite::SqliteModels;
@@ -216,6 +216,10 @@ impl Queries for ReadModels {
         limit: u32,
     ) -> Result<Vec<DueRelease>> {
         self.backend.due_releases(now, after, limit).await
+    }
+
+    async fn pending_signals(&self, q: &PendingSignals) -> Result<Vec<PendingSignal>> {
+        self.backend.pending_signals(q).await
     }
 
     async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>> {

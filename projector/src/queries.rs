@@ -14,7 +14,9 @@ use crate::dead_letter::DeadLetter;
 use crate::error::Result;
 
 mod directives;
+mod pending;
 pub use directives::{DirectiveFilter, DirectiveRole, DirectiveRow, ListDirectives, OverdueDirective};
+pub use pending::{PendingSignal, PendingSignals};
 
 /// One `signal_queue` (or `signal_history`) row, with the CONTRACT §10 columns.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,6 +49,9 @@ pub struct SignalRow {
     pub deliver_at: Option<DateTime<Utc>>,
     /// When a scheduled signal was released (its `signal.released`).
     pub released_at: Option<DateTime<Utc>>,
+    /// Why it expired: `ttl`, `forced`, `undeliverable` or `removed` (`bus::event::ExpiryReason`);
+    /// `None` while it has not.
+    pub expired_reason: Option<String>,
 }
 
 /// `status` filter of signal lists.
@@ -247,6 +252,9 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
         after: Option<(DateTime<Utc>, Uuid)>,
         limit: u32,
     ) -> Result<Vec<DueRelease>>;
+    /// A page of the pending signals a force-expire's filters match (CONTRACT §16), in
+    /// `(expires_at, id)` order.
+    async fn pending_signals(&self, q: &PendingSignals) -> Result<Vec<PendingSignal>>;
 
     /// The roster of a tenant with recipient state.
     async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>>;

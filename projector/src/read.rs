@@ -18,12 +18,13 @@ use crate::sql::Row;
 
 mod conversations;
 mod directives;
+mod pending;
 mod scheduled;
 
 pub(crate) const SIGNAL_COLS: &str = "id, tenant, from_identity, to_identity, signal_type, category, priority, \
     payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, delivered_at, \
     expired_at, recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq, fanout_id, deliver_at, \
-    released_at";
+    released_at, expired_reason";
 
 pub(crate) fn signal_row(r: &Row) -> Result<SignalRow> {
     Ok(SignalRow {
@@ -51,6 +52,7 @@ pub(crate) fn signal_row(r: &Row) -> Result<SignalRow> {
         fanout_id: r.opt_uuid("fanout_id")?,
         deliver_at: r.opt_ts("deliver_at")?,
         released_at: r.opt_ts("released_at")?,
+        expired_reason: r.get("expired_reason")?,
     })
 }
 

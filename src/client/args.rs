@@ -1,6 +1,7 @@
 //! The client verbs' command line: the connection flags every verb takes (`Conn`), and the
 //! subcommands and arguments of `agent`, `signal`, `inbox`, `listen`, `ack`, `plugin`, `admin`
-//! and `doctor` (`directive` and `group` keep theirs in `directives.rs` and `groups.rs`).
+//! and `doctor` (`directive` and `group` keep theirs in `directives.rs` and `groups.rs`,
+//! `admin expire` in `expire.rs`).
 //!
 //! Deliberately only clap types: `verbs.rs` runs them, `cli.rs` puts them into the command tree.
 
@@ -232,6 +233,9 @@ pub enum AdminCmd {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Force-expire a tenant's pending signals by filter (at least one besides --tenant); each
+    /// races its delivery on the stream, so none ends both delivered and expired.
+    Expire(super::expire::ExpireArgs),
 }
 
 #[derive(Debug, Args)]

@@ -28,6 +28,7 @@ pub async fn run(command: Command) -> i32 {
             let r = call(&conn, Method::POST, "/v1/admin/rebuild", None).await.map(|v| print(conn.json, &v, None, &[]));
             (conn, r)
         }
+        Command::Admin(AdminCmd::Expire(args)) => super::expire::run(args).await,
         Command::Doctor(args) => doctor(args).await,
         Command::Directive(cmd) => super::directives::run(cmd).await,
         Command::Group(cmd) => super::groups::run(cmd).await,

@@ -120,10 +120,58 @@ pub struct SignalsAcked {
 pub struct SignalExpired {
     pub signal_id: Uuid,
     pub expires_at: DateTime<Utc>,
-    /// Expired before its TTL because its sync push could not complete promptly (the sender
-    /// was answered `recipient_unavailable`, so it must never be delivered later).
+    /// Given up rather than timed out, so it must never be delivered later: a sync push that
+    /// could not complete promptly (the sender was answered `recipient_unavailable`), or a
+    /// removed recipient. A dedupe repeat of a sync send given up answers as a bounce.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub undeliverable: bool,
+    /// Why it expired. Every writer of this release sets it; `None` in events of older
+    /// releases, which `reason()` reads from `undeliverable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<ExpiryReason>,
+}
+
+impl SignalExpired {
+    /// Why the signal expired, for events of any release: an event without `reason` was written
+    /// before reasons were recorded, when only the TTL and a give-up (`undeliverable`) expired
+    /// signals (a removal's expiry then reads as `undeliverable`).
+    pub fn reason(&self) -> ExpiryReason {
+        self.reason.unwrap_or(if self.undeliverable { ExpiryReason::Undeliverable } else { ExpiryReason::Ttl })
+    }
+}
+
+/// Why a signal expired (`signal.expired`'s `reason`, the read models' `expired_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpiryReason {
+    /// Its `expires_at` passed (the sweeper; a recall that found it past its TTL).
+    Ttl,
+    /// An operator's force-expire (CONTRACT §16), whatever its `expires_at`.
+    Forced,
+    /// Its sync push could not complete promptly; the sender was answered `recipient_unavailable`.
+    Undeliverable,
+    /// Its recipient was removed (CONTRACT §8 `DELETE /v1/agents/{identity}`).
+    Removed,
+}
+
+impl ExpiryReason {
+    pub const ALL: [ExpiryReason; 4] =
+        [ExpiryReason::Ttl, ExpiryReason::Forced, ExpiryReason::Undeliverable, ExpiryReason::Removed];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ExpiryReason::Ttl => "ttl",
+            ExpiryReason::Forced => "forced",
+            ExpiryReason::Undeliverable => "undeliverable",
+            ExpiryReason::Removed => "removed",
+        }
+    }
+
+    /// Whether a signal expired for this reason was given up (`SignalExpired::undeliverable`):
+    /// it had a recipient to wait for no longer.
+    pub fn gives_up(self) -> bool {
+        matches!(self, ExpiryReason::Undeliverable | ExpiryReason::Removed)
+    }
 }
 
 /// A scheduled signal became due and visible: from here on it is pushed to a live session of its

@@ -58,6 +58,30 @@ pub fn directive_param(name: &str) -> Option<Value> {
     })
 }
 
+/// `POST /v1/admin/signals/expire`'s body (`bus::force_expire::ExpireFilter::check` and
+/// `wire::expire`): a tenant and at least one other filter, each of its type when present.
+pub fn force_expire_body() -> Value {
+    use bus::force_expire::{MAX_OLDER_THAN_SECONDS, MAX_SIGNAL_IDS};
+    let filters = ["to", "from", "signal_type", "older_than_seconds", "signal_ids"];
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["tenant"],
+        "description": "filters combined with AND: tenant and at least one other (a tenant alone would expire everything); age counts from created_at",
+        "properties": {
+            "tenant": {"type": "string", "pattern": TENANT},
+            "to": {"type": "string", "pattern": IDENTITY},
+            "from": {"type": "string", "pattern": IDENTITY},
+            "signal_type": {"type": "string", "pattern": SIGNAL_TYPE},
+            "older_than_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_OLDER_THAN_SECONDS},
+            "signal_ids": {"type": "array", "minItems": 1, "maxItems": MAX_SIGNAL_IDS,
+                "items": {"type": "string", "format": "uuid"}},
+            "dry_run": {"type": "boolean", "description": "expire nothing; list what would expire"}
+        },
+        "anyOf": filters.iter().map(|f| json!({"required": [f]})).collect::<Vec<_>>()
+    })
+}
+
 /// Any JSON value whose strings and keys hold no U+0000: a send's `payload`, a fact's `state`.
 pub fn nul_free_json() -> Value {
     let me = json!({"$ref": "#/components/schemas/NulFreeJson"});

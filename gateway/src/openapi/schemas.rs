@@ -54,6 +54,17 @@ pub enum DeliveredVia {
     Inbox,
 }
 
+/// Why a signal expired (CONTRACT §16): its TTL passed, an operator forced it, its sync push was
+/// given up, or its recipient was removed.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpiredReason {
+    Ttl,
+    Forced,
+    Undeliverable,
+    Removed,
+}
+
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Category {
@@ -196,6 +207,8 @@ pub struct SignalRowBody {
     pub deliver_at: Option<DateTime<Utc>>,
     /// When the sweeper released a scheduled signal; `null` until then (and for one not scheduled).
     pub released_at: Option<DateTime<Utc>>,
+    /// Set with `expired_at`; null while the signal has not expired.
+    pub expired_reason: Option<ExpiredReason>,
 }
 
 /// A signal as handed to a session: the push frame's `signal`, and each entry of a

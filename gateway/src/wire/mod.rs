@@ -11,6 +11,7 @@ mod requests;
 
 pub mod cursor;
 pub mod directives;
+pub mod expire;
 
 pub mod outbound;
 
@@ -226,6 +227,7 @@ pub fn row_json(r: &SignalRow) -> Value {
         "last_event_seq": r.last_event_seq,
         "deliver_at": t(r.deliver_at),
         "released_at": t(r.released_at),
+        "expired_reason": r.expired_reason,
     })
 }
 

@@ -13,6 +13,7 @@ mod directives;
 mod drain;
 mod edges;
 mod fact_pages;
+mod force_expire;
 mod frames;
 mod groups;
 mod identity;
