@@ -40,9 +40,10 @@ pub struct ExpireFilter {
     pub from: Option<String>,
     /// Only signals of this type.
     pub signal_type: Option<String>,
-    /// Only signals created at least this long ago (rounded up to whole seconds).
+    /// Only signals created at least this long ago (rounded up to whole seconds; 1 s to ten
+    /// years, else the bus's `InvalidRequest`).
     pub older_than: Option<Duration>,
-    /// Only these signals.
+    /// Only these signals (1 to 1,000 ids; an empty list is the bus's `InvalidRequest`).
     pub signal_ids: Option<Vec<String>>,
     /// Expire nothing: answer what would be expired ([`ExpireOutcome::DryRun`]).
     pub dry_run: bool,
