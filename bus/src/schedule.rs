@@ -1,19 +1,26 @@
 //! Scheduled delivery (CONTRACT §16) as pure rules: which `deliver_at` a send may ask for
-//! (`deliver_at_for`), when a scheduled signal is visible to its recipient (`is_visible`), and
-//! when it may be released (`release`).
+//! (`deliver_at_for`) and when a scheduled signal is visible to its recipient (`is_visible`).
+//! When it may be released is `signal::decide`'s (`SignalCommand::Release`).
 //!
 //! Deliberately no I/O and no clock: `now` is an argument, and so is the stream's retention.
-//! `send.rs` applies `deliver_at_for`, `signal.rs` applies the other two inside `decide`; who
+//! `send.rs` applies `deliver_at_for`, `signal.rs` applies `is_visible` inside `decide`; this
+//! file is a leaf (it names neither a send request nor a signal's state); who
 //! releases (the sweeper) and who pushes after a release (the gateway) is theirs to carry out.
 
 use chrono::{DateTime, Duration, SecondsFormat, SubsecRound, Utc};
-use uuid::Uuid;
 
 use crate::catalog::DeliveryClass;
-use crate::error::{DomainError, DomainResult, Refusal};
-use crate::event::{EventBody, SignalReleased, SignalSent};
-use crate::send::SendRequest;
-use crate::signal::{is_due, SignalState, Status};
+use crate::error::{DomainError, DomainResult};
+
+/// What a send asked for, as far as its schedule goes (from `send::SendRequest`).
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    pub deliver_after_seconds: Option<u64>,
+    pub deliver_at: Option<DateTime<Utc>>,
+    /// For the message refusing a sync one: its type, and whether its class was asked for.
+    pub signal_type: &'a str,
+    pub explicit_class: Option<DeliveryClass>,
+}
 
 /// How far ahead a send may be scheduled, and the largest `deliver_after_seconds`: 30 days.
 pub const MAX_DELAY_SECONDS: u64 = 2_592_000;
@@ -33,7 +40,7 @@ pub fn is_visible(deliver_at: Option<DateTime<Utc>>, released: bool, now: DateTi
 /// ahead, a sync signal, and a signal whose `deliver_at + ttl` lies past the retention from now
 /// (the stream must still hold it when it ends).
 pub fn deliver_at_for(
-    req: &SendRequest,
+    req: &Asked<'_>,
     class: DeliveryClass,
     ttl_seconds: u64,
     now: DateTime<Utc>,
@@ -65,7 +72,7 @@ pub fn deliver_at_for(
         }
     };
     if class == DeliveryClass::Sync {
-        return Err(DomainError::invalid(match req.delivery_class {
+        return Err(DomainError::invalid(match req.explicit_class {
             Some(_) => {
                 "a sync signal cannot be scheduled: deliver_after_seconds and deliver_at need delivery_class async"
                     .to_string()
@@ -89,40 +96,6 @@ pub fn deliver_at_for(
         }
     }
     Ok(Some(at))
-}
-
-/// Decides a release of the signal `sent` in `state` at `now` (`decide`'s `Release` arm).
-pub(crate) fn release(state: &SignalState, sent: &SignalSent, now: DateTime<Utc>) -> DomainResult<Vec<EventBody>> {
-    match state.status {
-        Status::Pending if state.released => Err(DomainError::Refused(Refusal::AlreadyReleased)),
-        Status::Pending => release_sent(sent, now),
-        Status::Delivered { .. } => Err(DomainError::Refused(Refusal::AlreadyDelivered)),
-        _ => Err(DomainError::Refused(Refusal::AlreadyTerminal)),
-    }
-}
-
-/// A release of a pending signal whose newest event is its send.
-pub(crate) fn release_sent(sent: &SignalSent, now: DateTime<Utc>) -> DomainResult<Vec<EventBody>> {
-    let Some(deliver_at) = sent.deliver_at else { return Err(DomainError::Refused(Refusal::NotScheduled)) };
-    released(sent.signal_id, &sent.to, deliver_at, sent.expires_at, now)
-}
-
-/// A release of a pending, unreleased signal `id` to `to`, scheduled for `deliver_at` and expiring
-/// at `expires_at`: only once due, and never past its TTL (that is the expiry's turn).
-pub(crate) fn released(
-    id: Uuid,
-    to: &str,
-    deliver_at: DateTime<Utc>,
-    expires_at: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> DomainResult<Vec<EventBody>> {
-    if is_due(expires_at, now) {
-        return Err(DomainError::Refused(Refusal::Expired));
-    }
-    if now < deliver_at {
-        return Err(DomainError::Refused(Refusal::NotYetDue));
-    }
-    Ok(vec![EventBody::SignalReleased(SignalReleased { signal_id: id, to: to.to_string(), deliver_at, expires_at })])
 }
 
 fn ts(t: DateTime<Utc>) -> String {

@@ -8,10 +8,12 @@ use uuid::Uuid;
 
 use super::*;
 use crate::catalog::{Category, TypeTable};
-use crate::error::DomainError;
+use crate::error::{DomainError, Refusal};
 use crate::event::{DeliveredVia, PublishPath, RecipientState, SignalDelivered, SignalExpired, SignalRecalled};
-use crate::send::{decide_send, RecipientView, SendDecision, SendLimits};
+use crate::event::{EventBody, SignalReleased, SignalSent};
+use crate::send::{decide_send, RecipientView, SendDecision, SendLimits, SendRequest};
 use crate::signal::{decide, decide_hinted, Hint, RecallOutcome, SignalCommand};
+use crate::signal::{SignalState, Status};
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 21, 12, 0, 0).unwrap()

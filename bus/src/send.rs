@@ -15,7 +15,7 @@ use crate::event::{PublishPath, RecipientState, SignalBounced, SignalSent};
 use crate::names::{validate_identity, validate_signal_type};
 use crate::nul::{refuse_in_json, refuse_in_str};
 use crate::redact::redact;
-use crate::schedule::deliver_at_for;
+use crate::schedule::{deliver_at_for, Asked};
 
 /// Default payload limit: 64 KiB of encoded JSON.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 64 * 1024;
@@ -91,6 +91,18 @@ pub fn signal_id_for(tenant: &str, from: &str, dedupe_key: Option<&str>) -> Uuid
     }
 }
 
+impl SendRequest {
+    /// The schedule part of this request, for `schedule::deliver_at_for`.
+    pub fn asked(&self) -> Asked<'_> {
+        Asked {
+            deliver_after_seconds: self.deliver_after_seconds,
+            deliver_at: self.deliver_at,
+            signal_type: &self.signal_type,
+            explicit_class: self.delivery_class,
+        }
+    }
+}
+
 /// Validates `req` and decides what a send from `from` at `now` records.
 pub fn decide_send(
     table: &TypeTable,
@@ -132,7 +144,7 @@ pub fn decide_send(
     }
     // After the recipient: whether a schedule is acceptable depends on the clock, which no
     // schema can say, so a send to no one answers `unknown_recipient` whatever it asks for.
-    let deliver_at = deliver_at_for(&req, delivery_class, ttl, now, limits.retention)?;
+    let deliver_at = deliver_at_for(&req.asked(), delivery_class, ttl, now, limits.retention)?;
     let signal_id = signal_id_for(tenant, from, req.dedupe_key.as_deref());
 
     let publish_path = match (recipient.state, delivery_class) {

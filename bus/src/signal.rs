@@ -17,9 +17,10 @@ use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult, Refusal};
 use crate::event::{
-    DeliveredVia, EventBody, ExpiryReason, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalSent,
+    DeliveredVia, EventBody, ExpiryReason, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalReleased,
+    SignalSent,
 };
-use crate::schedule::{self, is_visible};
+use crate::schedule::is_visible;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -280,7 +281,7 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
             Status::Pending => Err(DomainError::Refused(Refusal::NotYetDue)),
             _ => Err(DomainError::Refused(Refusal::AlreadyTerminal)),
         },
-        SignalCommand::Release => schedule::release(state, sent, now),
+        SignalCommand::Release => release(state, sent, now),
         SignalCommand::Abandon | SignalCommand::RecipientRemoved | SignalCommand::ForceExpire => match state.status {
             Status::Pending => Ok(vec![expired_now(id, sent.expires_at, command)]),
             Status::Delivered { .. } => Err(DomainError::Refused(Refusal::AlreadyDelivered)),
@@ -366,10 +367,10 @@ pub fn decide_hinted(
         } else {
             Err(DomainError::Refused(Refusal::NotYetDue))
         }),
-        (Hint::Sent(sent), SignalCommand::Release) => Some(schedule::release_sent(sent, now)),
+        (Hint::Sent(sent), SignalCommand::Release) => Some(release_sent(sent, now)),
         (Hint::Released(_), SignalCommand::Release) => Some(Err(DomainError::Refused(Refusal::AlreadyReleased))),
         (Hint::Scheduled { to, deliver_at, expires_at }, SignalCommand::Release) => {
-            Some(schedule::released(id, to, *deliver_at, *expires_at, now))
+            Some(released(id, to, *deliver_at, *expires_at, now))
         }
 
         (Hint::Pending { expires_at } | Hint::Scheduled { expires_at, .. }, SignalCommand::Expire)
@@ -402,6 +403,40 @@ fn expired_now(signal_id: Uuid, expires_at: DateTime<Utc>, command: &SignalComma
         undeliverable: reason.gives_up(),
         reason: Some(reason),
     })
+}
+
+/// Decides a release of the signal `sent` in `state` at `now` (`decide`'s `Release` arm).
+fn release(state: &SignalState, sent: &SignalSent, now: DateTime<Utc>) -> DomainResult<Vec<EventBody>> {
+    match state.status {
+        Status::Pending if state.released => Err(DomainError::Refused(Refusal::AlreadyReleased)),
+        Status::Pending => release_sent(sent, now),
+        Status::Delivered { .. } => Err(DomainError::Refused(Refusal::AlreadyDelivered)),
+        _ => Err(DomainError::Refused(Refusal::AlreadyTerminal)),
+    }
+}
+
+/// A release of a pending signal whose newest event is its send.
+fn release_sent(sent: &SignalSent, now: DateTime<Utc>) -> DomainResult<Vec<EventBody>> {
+    let Some(deliver_at) = sent.deliver_at else { return Err(DomainError::Refused(Refusal::NotScheduled)) };
+    released(sent.signal_id, &sent.to, deliver_at, sent.expires_at, now)
+}
+
+/// A release of a pending, unreleased signal `id` to `to`, scheduled for `deliver_at` and expiring
+/// at `expires_at`: only once due, and never past its TTL (that is the expiry's turn).
+fn released(
+    id: Uuid,
+    to: &str,
+    deliver_at: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> DomainResult<Vec<EventBody>> {
+    if is_due(expires_at, now) {
+        return Err(DomainError::Refused(Refusal::Expired));
+    }
+    if now < deliver_at {
+        return Err(DomainError::Refused(Refusal::NotYetDue));
+    }
+    Ok(vec![EventBody::SignalReleased(SignalReleased { signal_id: id, to: to.to_string(), deliver_at, expires_at })])
 }
 
 #[cfg(test)]

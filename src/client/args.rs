@@ -235,11 +235,39 @@ pub enum AdminCmd {
     },
     /// Force-expire a tenant's pending signals by filter (at least one besides --tenant); each
     /// races its delivery on the stream, so none ends both delivered and expired.
-    Expire(super::expire::ExpireArgs),
+    Expire(ExpireArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// `signalbus admin expire`: the operator's force-expire (CONTRACT §16).
+#[derive(Debug, Args)]
+pub struct ExpireArgs {
+    /// The tenant whose pending signals to expire (required, with at least one filter below).
+    #[arg(long)]
+    pub tenant: String,
+    /// Only signals to this identity.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Only signals from this identity.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Only signals of this type.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub signal_type: Option<String>,
+    /// Only signals created at least this long ago (e.g. 90s, 1h, 7days).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub older_than: Option<std::time::Duration>,
+    /// Only these signals (the flag repeats, or takes several ids).
+    #[arg(long = "id", value_name = "ID", num_args = 1..)]
+    pub ids: Vec<String>,
+    /// Expire nothing; list what would expire.
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub conn: Conn,
 }

@@ -13,8 +13,9 @@ use reqwest::Method;
 use serde_json::{json, Map, Value};
 
 use super::args::Conn;
+use super::directive_view::{path, print_directive};
 use super::http::{call, call_with_status, segment, Failure};
-use super::render::{cell, pairs_text, print, table_text};
+use super::render::{print, table_text};
 use super::wait;
 
 const LIST_COLUMNS: &[&str] =
@@ -200,11 +201,6 @@ pub async fn run(cmd: DirectiveCmd) -> Outcome {
     }
 }
 
-/// `/v1/directives/{id}` followed by `tail`.
-pub fn path(id: &str, tail: &str) -> String {
-    format!("/v1/directives/{}{tail}", segment(id))
-}
-
 fn reason_body(reason: Option<String>) -> Value {
     match reason {
         Some(r) => json!({ "reason": r }),
@@ -271,15 +267,6 @@ async fn act(conn: Conn, id: &str, action: &str, body: Value) -> Outcome {
     (conn, r)
 }
 
-/// Prints a directive: the bus's JSON with `--json`, else `summary`.
-pub fn print_directive(json: bool, directive: &Value, created: Option<bool>) {
-    if json {
-        print(true, directive, None, &[]);
-    } else {
-        print!("{}", summary(directive, created));
-    }
-}
-
 fn list(json: bool, page: &Value) {
     if json {
         print(true, page, None, &[]);
@@ -292,57 +279,12 @@ fn list(json: bool, page: &Value) {
     }
 }
 
-/// A directive as label–value lines: the fields that are set, in reading order. `created`:
-/// whether a create made it (true) or found it by its key (false); `None` for other verbs.
-pub fn summary(d: &Value, created: Option<bool>) -> String {
-    let mut pairs: Vec<(&str, String)> = Vec::new();
-    if let Some(c) = created {
-        let said = if c { "true" } else { "false (the key already names this directive; nothing was created)" };
-        pairs.push(("created", said.to_string()));
-    }
-    let set = |k: &str| d.get(k).filter(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()));
-    for key in ["directive_id", "type", "status", "issuer", "assignee", "claimed_by"] {
-        if let Some(v) = set(key) {
-            pairs.push((key, cell(Some(v))));
-        }
-    }
-    if let Some(p) = set("progress") {
-        let percent = p.get("percent").and_then(Value::as_i64).map(|n| format!("{n}%"));
-        let message = p.get("message").and_then(Value::as_str).map(str::to_string);
-        let at = p.get("at").and_then(Value::as_str).map(|a| format!("(at {a})"));
-        let shown: Vec<String> = [percent, message, at].into_iter().flatten().collect();
-        pairs.push(("progress", shown.join(" ")));
-    }
-    if let Some(f) = set("failure") {
-        let code = f.get("code").and_then(Value::as_str).unwrap_or("?");
-        let msg = f.get("message").and_then(Value::as_str).unwrap_or("");
-        pairs.push(("failure", format!("{code}: {msg}").trim_end_matches([':', ' ']).to_string()));
-    }
-    for key in [
-        "result",
-        "reason",
-        "declined_by",
-        "params",
-        "created_at",
-        "deadline",
-        "started_at",
-        "finished_at",
-        "correlation_id",
-        "idempotency_key",
-        "redacted",
-    ] {
-        if let Some(v) = set(key) {
-            pairs.push((key, cell(Some(v))));
-        }
-    }
-    pairs_text(&pairs)
-}
-
 #[cfg(test)]
 mod tests {
     use clap::Parser;
 
     use super::*;
+    use crate::client::directive_view::summary;
 
     #[derive(Debug, Parser)]
     struct Cli {

@@ -5,42 +5,12 @@
 //! Deliberately no rules of its own: a tenant alone, a bad name or a duration under a second is
 //! the bus's refusal (exit 1), printed with its message.
 
-use std::time::Duration;
-
-use clap::Args;
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
-use super::args::Conn;
+use super::args::{Conn, ExpireArgs};
 use super::http::{call, Failure};
 use super::render::{cell, pairs_text, print, table_text};
-
-#[derive(Debug, Args)]
-pub struct ExpireArgs {
-    /// The tenant whose pending signals to expire (required, with at least one filter below).
-    #[arg(long)]
-    pub tenant: String,
-    /// Only signals to this identity.
-    #[arg(long)]
-    pub to: Option<String>,
-    /// Only signals from this identity.
-    #[arg(long)]
-    pub from: Option<String>,
-    /// Only signals of this type.
-    #[arg(long = "type", value_name = "TYPE")]
-    pub signal_type: Option<String>,
-    /// Only signals created at least this long ago (e.g. 90s, 1h, 7days).
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub older_than: Option<Duration>,
-    /// Only these signals (the flag repeats, or takes several ids).
-    #[arg(long = "id", value_name = "ID", num_args = 1..)]
-    pub ids: Vec<String>,
-    /// Expire nothing; list what would expire.
-    #[arg(long)]
-    pub dry_run: bool,
-    #[command(flatten)]
-    pub conn: Conn,
-}
 
 /// The request body: the filters given, nothing else.
 fn body(a: &ExpireArgs) -> Value {

@@ -8,19 +8,21 @@
 //! is the built-in per-type defaults (`signal types`), read from `bus::catalog`. Exit codes:
 //! 0 ok, 1 the bus answered an error, 2 usage (clap, a bad flag value), 3 the bus is unreachable;
 //! a directive waited for (`--wait`) that did not complete exits 4 to 8 (`wait::EXIT_*`).
-
 //!
 //! # Layout
 //! - `args`: the verbs' clap types and `DEFAULT_URL`.
 //! - `verbs`: `run`, one HTTP call (or two) per verb.
 //! - `http`: the request, its token and URL, and a `Failure`; `render`: tables and errors.
 //! - `listen`: the WebSocket session of `listen`.
-//! - `expire`: `admin expire`, the operator's force-expire, its flags and printing.
+//! - `expire`: `admin expire`, the operator's force-expire, and its printing (its flags are
+//!   `args::ExpireArgs`).
 //! - `directives`, `groups`: the `directive` and `group` verbs, flags and printing each;
-//!   `wait`: `--wait` until a directive ends, and its exit codes; `fanout`: the answers of a
+//!   `directive_view`: a directive's path and how it is printed; `wait`: `--wait` until a
+//!   directive ends, and its exit codes; `fanout`: the answers of a
 //!   send to `@group` and of recalling many.
 
 pub(crate) mod args;
+mod directive_view;
 pub(crate) mod directives;
 pub(crate) mod expire;
 mod fanout;

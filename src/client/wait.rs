@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::args::Conn;
-use super::directives::{path, print_directive};
+use super::directive_view::{path, print_directive};
 use super::http::{call, Failure};
 use super::render::cell;
 
