@@ -148,7 +148,8 @@ pub struct ServerArgs {
     /// JetStream stream name.
     #[arg(long, env = "SIGNALBUS_STREAM", default_value = "SIGNALBUS")]
     pub stream: String,
-    /// How long the stream keeps events (and history keeps rows).
+    /// How long the stream keeps events (and history keeps rows); a scheduled signal must end
+    /// within it.
     #[arg(long, env = "SIGNALBUS_RETENTION", default_value = "30days", value_parser = humantime::parse_duration)]
     pub retention: Duration,
     /// Terminal rows older than this move from signal_queue to signal_history.

@@ -179,6 +179,7 @@ pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)
             directive_issuers: config_file.directive_issuers.clone(),
             directive_default_deadline: config_file.directive_default_deadline,
             max_fanout: config_file.max_fanout,
+            retention: Some(args.retention),
             ..Default::default()
         };
         let gw = gateway::Gateway::start(log.clone(), queries.clone(), config).await.context("gateway start")?;

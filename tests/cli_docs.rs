@@ -11,6 +11,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use support::{serve, serve_with, ADMIN, BIN};
@@ -83,6 +84,9 @@ fn cli_examples_in_docs_run_with_their_exit_codes() {
     assert!(stdout.contains(r#""type":"StatusUpdate""#), "listen --json prints one object per line: {stdout}");
     assert!(stdout.contains("STATUS") && stdout.contains("recalled"), "{stdout}");
     assert!(stdout.contains("signals_expired"), "{stdout}");
+    // `admin expire`: the dry run's list and count, the counts, the row's reason, the refusal.
+    assert!(stdout.contains("2 would expire") && stdout.contains("expired  2"), "{stdout}");
+    assert!(stdout.contains("forced") && stderr.contains("would expire everything"), "{stdout}\n{stderr}");
     assert!(!stderr.contains("(http 200)"), "{stderr}");
     // `config check` said the default file is fine, and named the unknown key.
     assert!(stdout.contains("signalbus.toml: ok") && stderr.contains("listen_port"), "{stdout}\n{stderr}");
@@ -170,8 +174,11 @@ fn schemathesis_finds_the_server_conforming_to_its_document() {
     for (who, token, examples) in [("agent", token, "20"), ("admin", ADMIN, "10")] {
         // Its working files (.schemathesis/) go to a temp dir, not the checkout.
         let work = tempfile::tempdir().unwrap();
+        let hooks = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemathesis_hooks.py");
         let mut run = Command::new("schemathesis")
             .current_dir(work.path())
+            // Long-polls wait 1 s at most instead of up to 60 (see the file).
+            .env("SCHEMATHESIS_HOOKS", &hooks)
             .args(["run", &format!("{}/openapi.json", server.url)])
             .args(["-H", &format!("Authorization: Bearer {token}")])
             // Every check: no 5xx, documented statuses, headers and bodies, schema-valid requests

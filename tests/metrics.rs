@@ -111,7 +111,14 @@ async fn a_fresh_bus_serves_every_known_series_at_zero_with_help() {
             "signalbus_signals_sent_total",
             &[r#"delivery_class="sync""#, r#"recipient_state="available""#, r#"publish_path="buffered_for_piggyback""#],
         ),
-        ("signalbus_signals_expired_total", &[r#"signal_type="PeerLeft""#]),
+        ("signalbus_signals_expired_total", &[r#"signal_type="PeerLeft""#, r#"reason="ttl""#]),
+        ("signalbus_signals_expired_total", &[r#"signal_type="Question""#, r#"reason="forced""#]),
+        ("signalbus_signals_expired_total", &[r#"signal_type="other""#, r#"reason="removed""#]),
+        (
+            "signalbus_signals_sent_total",
+            &[r#"delivery_class="async""#, r#"recipient_state="available""#, r#"publish_path="scheduled""#],
+        ),
+        ("signalbus_signals_scheduled_total", &[r#"signal_type="ReviewRequested""#]),
         ("signalbus_sessions", &[r#"kind="daemon""#, r#"surface="piggyback""#]),
         ("signalbus_projector_dead_letters_total", &[r#"projection="read_models""#]),
         ("signalbus_connection_timeouts_total", &[r#"kind="idle""#]),
@@ -120,6 +127,7 @@ async fn a_fresh_bus_serves_every_known_series_at_zero_with_help() {
         assert!(zero_with(&text, name, labels), "no {name} {labels:?} at 0:\n{text}");
     }
     assert!(value(&text, "signalbus_sweeper_runs_total").is_some(), "{text}");
+    assert_eq!(value(&text, "signalbus_sweeper_release_lag_seconds_count"), Some(0.0), "{text}");
     assert!(text.contains("signalbus_event_append_seconds_bucket"), "{text}");
     process_series(&text);
 }

@@ -56,8 +56,16 @@ pub enum Refusal {
     Expired,
     #[error("recalled")]
     Recalled,
+    /// Before its time: an expiry before `expires_at`, a release before `deliver_at`, or a
+    /// delivery of a scheduled signal that is neither due nor released (CONTRACT §16).
     #[error("not yet due")]
     NotYetDue,
+    /// A release of a signal that was not scheduled.
+    #[error("not scheduled")]
+    NotScheduled,
+    /// A release of a scheduled signal that was released already.
+    #[error("already released")]
+    AlreadyReleased,
     #[error("already terminal")]
     AlreadyTerminal,
     #[error("not delivered")]

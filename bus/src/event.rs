@@ -21,7 +21,8 @@ pub use directive::{
 };
 pub use group::{GroupCreated, GroupDeleted, GroupMemberAdded, GroupMemberRemoved, GroupUpdated};
 pub use signal::{
-    SignalAcked, SignalBounced, SignalDelivered, SignalExpired, SignalRecalled, SignalSent, SignalsAcked,
+    ExpiryReason, SignalAcked, SignalBounced, SignalDelivered, SignalExpired, SignalRecalled, SignalReleased,
+    SignalSent, SignalsAcked,
 };
 pub use subjects::{Entity, Subjects};
 
@@ -44,6 +45,8 @@ pub enum PublishPath {
     PushedToWs,
     BufferedForPiggyback,
     QueuedOffline,
+    /// Scheduled for later (CONTRACT §16): neither pushed nor resolved to a session at send.
+    Scheduled,
 }
 
 /// How a signal reached its recipient (CONTRACT §5).
@@ -91,7 +94,7 @@ macro_rules! wire_names {
 
 wire_names! {
     RecipientState { Available => "available", NotAvailableStale => "not_available_stale", NotAvailableOffline => "not_available_offline" }
-    PublishPath { PushedToWs => "pushed_to_ws", BufferedForPiggyback => "buffered_for_piggyback", QueuedOffline => "queued_offline" }
+    PublishPath { PushedToWs => "pushed_to_ws", BufferedForPiggyback => "buffered_for_piggyback", QueuedOffline => "queued_offline", Scheduled => "scheduled" }
     DeliveredVia { WsPush => "ws_push", StartupDrain => "startup_drain", Piggyback => "piggyback", Inbox => "inbox" }
     SessionKind { Daemon => "daemon", Shim => "shim", Interactive => "interactive" }
     Surface { Ws => "ws", Piggyback => "piggyback" }
@@ -155,6 +158,8 @@ pub enum EventBody {
     SignalExpired(SignalExpired),
     #[serde(rename = "signal.recalled")]
     SignalRecalled(SignalRecalled),
+    #[serde(rename = "signal.released")]
+    SignalReleased(SignalReleased),
     #[serde(rename = "plugin.fact_recorded")]
     PluginFactRecorded(PluginFactRecorded),
     #[serde(rename = "directive.requested")]
@@ -274,6 +279,7 @@ impl EventBody {
             EventBody::SignalsAcked(_) => "signals.acked",
             EventBody::SignalExpired(_) => "signal.expired",
             EventBody::SignalRecalled(_) => "signal.recalled",
+            EventBody::SignalReleased(_) => "signal.released",
             EventBody::PluginFactRecorded(_) => "plugin.fact_recorded",
             EventBody::DirectiveRequested(_) => "directive.requested",
             EventBody::DirectiveStarted(_) => "directive.started",
@@ -301,6 +307,7 @@ impl EventBody {
             EventBody::SignalAcked(e) => Some(e.signal_id),
             EventBody::SignalExpired(e) => Some(e.signal_id),
             EventBody::SignalRecalled(e) => Some(e.signal_id),
+            EventBody::SignalReleased(e) => Some(e.signal_id),
             _ => None,
         }
     }

@@ -17,7 +17,7 @@ use crate::catalog::TypeTable;
 use crate::error::{DomainError, DomainResult};
 use crate::group::{fanout_targets, RosterSignal};
 use crate::names::validate_group;
-use crate::send::{decide_send, RecipientView, SendDecision, SendRequest};
+use crate::send::{decide_send, RecipientView, SendDecision, SendLimits, SendRequest};
 
 /// Namespace of fan-out and member signal ids derived from dedupe keys (UUID v5).
 const FANOUT_NAMESPACE: Uuid = Uuid::from_u128(0x9c41_d0a7_2e58_4b6f_8a13_57c2_e0f9_61d4);
@@ -66,7 +66,8 @@ pub struct FanoutPlan {
 #[derive(Debug, Clone, Copy)]
 pub struct FanoutLimits<'a> {
     pub types: &'a TypeTable,
-    pub max_payload_bytes: usize,
+    /// Each member's send is checked against these (payload limit, retention).
+    pub send: SendLimits,
     pub max_fanout: usize,
     pub now: DateTime<Utc>,
 }
@@ -90,21 +91,13 @@ pub fn plan_fanout(
         // No one to send to (`results: []`), but a request that is wrong is still refused.
         let probe = SendRequest { to: from.to_string(), ..req.clone() };
         let registered = RecipientView { registered: true, ..view(from) };
-        decide_send(limits.types, tenant, from, probe, registered, limits.now, limits.max_payload_bytes)?;
+        decide_send(limits.types, tenant, from, probe, registered, limits.now, limits.send)?;
     }
     let mut planned = Vec::with_capacity(targets.len());
     for to in targets {
         let signal_id = member_signal_id(tenant, from, key, &to);
         let member_req = SendRequest { to: to.clone(), ..req.clone() };
-        let decision = match decide_send(
-            limits.types,
-            tenant,
-            from,
-            member_req,
-            view(&to),
-            limits.now,
-            limits.max_payload_bytes,
-        ) {
+        let decision = match decide_send(limits.types, tenant, from, member_req, view(&to), limits.now, limits.send) {
             Ok(SendDecision::Accepted(mut sent)) => {
                 (sent.signal_id, sent.fanout_id) = (signal_id, Some(fanout_id));
                 Ok(SendDecision::Accepted(sent))
@@ -141,6 +134,8 @@ pub fn plan_roster(
         ttl_seconds: None,
         correlation_id: None,
         dedupe_key: Some(format!("group-event-{event_seq}")),
+        deliver_after_seconds: None,
+        deliver_at: None,
     };
     let members: Vec<String> = signals.iter().map(|s| s.to.clone()).collect();
     plan_fanout(limits, tenant, ROSTER_SENDER, req, &members, view).map(Some)

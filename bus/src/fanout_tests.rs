@@ -8,7 +8,7 @@ use super::*;
 use crate::event::RecipientState;
 use crate::group::roster_signals;
 use crate::group::GroupState;
-use crate::send::{signal_id_for, DEFAULT_MAX_PAYLOAD_BYTES};
+use crate::send::{signal_id_for, SendLimits, DEFAULT_MAX_PAYLOAD_BYTES};
 
 fn req(key: Option<&str>) -> SendRequest {
     SendRequest {
@@ -19,6 +19,8 @@ fn req(key: Option<&str>) -> SendRequest {
         ttl_seconds: None,
         correlation_id: Some("c-1".into()),
         dedupe_key: key.map(str::to_string),
+        deliver_after_seconds: None,
+        deliver_at: None,
     }
 }
 
@@ -29,7 +31,7 @@ fn view(registered: bool) -> RecipientView {
 fn plan(r: SendRequest, members: &[&str], max_fanout: usize) -> DomainResult<FanoutPlan> {
     let types = TypeTable::default();
     let now = Utc.with_ymd_and_hms(2026, 11, 24, 0, 0, 0).unwrap();
-    let limits = FanoutLimits { types: &types, max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES, max_fanout, now };
+    let limits = FanoutLimits { types: &types, send: SendLimits::default(), max_fanout, now };
     let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
     plan_fanout(limits, "default", "alice", r, &members, |m| view(m != "ghost"))
 }
@@ -107,7 +109,7 @@ fn given_a_join_when_its_roster_is_planned_then_it_comes_from_signalbus_keyed_by
     });
     let types = TypeTable::default();
     let now = Utc.with_ymd_and_hms(2026, 11, 24, 0, 0, 0).unwrap();
-    let limits = FanoutLimits { types: &types, max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES, max_fanout: 10, now };
+    let limits = FanoutLimits { types: &types, send: SendLimits::default(), max_fanout: 10, now };
     let signals = roster_signals(&before, &joined);
     let p = plan_roster(limits, "default", "@reviewers", 42, &signals, |_| view(true)).unwrap().unwrap();
     let again = plan_roster(limits, "default", "@reviewers", 42, &signals, |_| view(true)).unwrap().unwrap();

@@ -12,7 +12,10 @@
 //! - `redact`: the redaction guard for payload secrets.
 //! - `nul`: the NUL guard: strings with U+0000 are refused before anything is stored.
 //! - `send`: the pure send decision (defaults, redaction, bounce or queue).
+//! - `schedule`: scheduled delivery's rules — a send's `deliver_at`, visibility, release.
 //! - `signal`: the pure rules of a signal's life (`apply`, `decide`).
+//! - `force_expire`: the operator's force-expire: the filters a request may combine, and what
+//!   they match (each match then expired by `SignalCommand::ForceExpire`).
 //! - `directive`: the pure rules of a directive's life, its lifecycle signals and recalls.
 //! - `group`: the pure rules of a group's settings and members, fan-out and roster signals.
 //! - `fanout`: a send to a group planned per member (ids a repeat finds again), pure.
@@ -35,6 +38,7 @@ pub mod fact;
 pub mod fanout;
 pub mod files;
 pub mod fold;
+pub mod force_expire;
 pub mod group;
 pub mod group_store;
 pub mod log;
@@ -43,6 +47,7 @@ pub mod names;
 pub mod nul;
 pub mod presence;
 pub mod redact;
+pub mod schedule;
 pub mod send;
 pub mod session;
 pub mod signal;

@@ -1,6 +1,6 @@
 //! The send rules (CONTRACT §4) as a pure function: validate a request, apply the per-type
-//! defaults and overrides, redact secrets, and choose between queueing and bouncing from the
-//! recipient's state.
+//! defaults and overrides, redact secrets, schedule it when it asks to be (`schedule.rs`,
+//! CONTRACT §16), and choose between queueing and bouncing from the recipient's state.
 //!
 //! Deliberately no I/O: presence is given as a `RecipientView`, the clock as `now`, and the
 //! compare-and-set that makes a dedupe key's first send win is `store.rs`'s job.
@@ -15,6 +15,7 @@ use crate::event::{PublishPath, RecipientState, SignalBounced, SignalSent};
 use crate::names::{validate_identity, validate_signal_type};
 use crate::nul::{refuse_in_json, refuse_in_str};
 use crate::redact::redact;
+use crate::schedule::deliver_at_for;
 
 /// Default payload limit: 64 KiB of encoded JSON.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 64 * 1024;
@@ -34,6 +35,32 @@ pub struct SendRequest {
     pub ttl_seconds: Option<u64>,
     pub correlation_id: Option<String>,
     pub dedupe_key: Option<String>,
+    /// Deliver this many seconds from now (CONTRACT §16); at most one of this and `deliver_at`.
+    pub deliver_after_seconds: Option<u64>,
+    /// Deliver at this instant (CONTRACT §16).
+    pub deliver_at: Option<DateTime<Utc>>,
+}
+
+/// What a send is checked against besides the type table: the deployment's payload limit and
+/// the stream's retention (a scheduled signal must end before the stream forgets it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendLimits {
+    pub max_payload_bytes: usize,
+    /// How long the stream keeps events; `None`: no bound is checked.
+    pub retention: Option<std::time::Duration>,
+}
+
+impl Default for SendLimits {
+    fn default() -> Self {
+        Self { max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES, retention: None }
+    }
+}
+
+impl SendLimits {
+    /// Only a payload limit (sends that are never scheduled: lifecycle signals).
+    pub fn payload(max_payload_bytes: usize) -> Self {
+        Self { max_payload_bytes, retention: None }
+    }
 }
 
 /// What presence knows about the recipient at send time.
@@ -72,8 +99,9 @@ pub fn decide_send(
     req: SendRequest,
     recipient: RecipientView,
     now: DateTime<Utc>,
-    max_payload_bytes: usize,
+    limits: SendLimits,
 ) -> DomainResult<SendDecision> {
+    let max_payload_bytes = limits.max_payload_bytes;
     refuse_nul(&req)?;
     validate_identity(&req.to).map_err(|_| DomainError::invalid(format!("to {:?} is not a valid identity", req.to)))?;
     validate_signal_type(&req.signal_type)?;
@@ -96,15 +124,20 @@ pub fn decide_send(
             "payload is {encoded_len} bytes encoded, the limit is {max_payload_bytes}"
         )));
     }
+    let defaults = table.get(&req.signal_type);
+    let delivery_class = req.delivery_class.unwrap_or(defaults.delivery_class);
+    let ttl = req.ttl_seconds.unwrap_or(defaults.ttl_seconds);
     if !recipient.registered {
         return Err(DomainError::UnknownRecipient);
     }
-
-    let defaults = table.get(&req.signal_type);
-    let delivery_class = req.delivery_class.unwrap_or(defaults.delivery_class);
+    // After the recipient: whether a schedule is acceptable depends on the clock, which no
+    // schema can say, so a send to no one answers `unknown_recipient` whatever it asks for.
+    let deliver_at = deliver_at_for(&req, delivery_class, ttl, now, limits.retention)?;
     let signal_id = signal_id_for(tenant, from, req.dedupe_key.as_deref());
 
     let publish_path = match (recipient.state, delivery_class) {
+        // Invisible until due: never pushed, never resolved to a session at send.
+        _ if deliver_at.is_some() => PublishPath::Scheduled,
         (RecipientState::Available, _) if recipient.has_live_ws => PublishPath::PushedToWs,
         (RecipientState::Available, _) => PublishPath::BufferedForPiggyback,
         (_, DeliveryClass::Async) => PublishPath::QueuedOffline,
@@ -123,7 +156,6 @@ pub fn decide_send(
 
     let mut payload = req.payload;
     let redacted = redact(&mut payload);
-    let ttl = req.ttl_seconds.unwrap_or(defaults.ttl_seconds);
     let created_at = now;
     Ok(SendDecision::Accepted(Box::new(SignalSent {
         signal_id,
@@ -135,15 +167,18 @@ pub fn decide_send(
         payload: payload.to_string(),
         delivery_class,
         created_at,
-        expires_at: created_at + Duration::seconds(ttl as i64),
+        expires_at: deliver_at.unwrap_or(created_at) + Duration::seconds(ttl as i64),
         recipient_state: recipient.state,
         publish_path,
         correlation_id: req.correlation_id,
         dedupe_key: req.dedupe_key,
         redacted,
-        resolved_to_session: recipient.freshest_session.filter(|_| publish_path != PublishPath::QueuedOffline),
+        resolved_to_session: recipient
+            .freshest_session
+            .filter(|_| !matches!(publish_path, PublishPath::QueuedOffline | PublishPath::Scheduled)),
         pushed_to: None,
         fanout_id: None,
+        deliver_at,
     })))
 }
 

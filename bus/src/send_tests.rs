@@ -14,6 +14,8 @@ fn req(ty: &str) -> SendRequest {
         ttl_seconds: None,
         correlation_id: None,
         dedupe_key: None,
+        deliver_after_seconds: None,
+        deliver_at: None,
     }
 }
 
@@ -23,7 +25,7 @@ fn view(state: RecipientState, has_live_ws: bool) -> RecipientView {
 
 fn when_sent(r: SendRequest, v: RecipientView) -> DomainResult<SendDecision> {
     let now = Utc.with_ymd_and_hms(2026, 11, 21, 0, 0, 0).unwrap();
-    decide_send(&TypeTable::default(), "default", "alice", r, v, now, DEFAULT_MAX_PAYLOAD_BYTES)
+    decide_send(&TypeTable::default(), "default", "alice", r, v, now, SendLimits::default())
 }
 
 fn accepted(d: DomainResult<SendDecision>) -> Box<SignalSent> {

@@ -9,12 +9,17 @@
 //!
 //! Life: `sent → delivered (→ acked)` (a send may record its push too: born delivered), `sent → expired`, `sent → recalled`. Terminal outcomes
 //! (delivered, expired, recalled) are final and mutually exclusive; a bounce never lives at all.
+//! A scheduled send (CONTRACT §16) is pending but invisible until due: `sent → released →
+//! delivered`, with recall and expiry open all along (the rules of time are `schedule.rs`).
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult, Refusal};
-use crate::event::{DeliveredVia, EventBody, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalSent};
+use crate::event::{
+    DeliveredVia, EventBody, ExpiryReason, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalSent,
+};
+use crate::schedule::{self, is_visible};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -37,14 +42,26 @@ pub struct SignalState {
     pub bounced: bool,
     pub deliveries: u32,
     pub last_delivery: Option<SignalDelivered>,
-    /// Expired as undeliverable (`SignalCommand::Abandon`): a sync push that could not complete
-    /// (its sender was answered `recipient_unavailable`), or a removed recipient.
+    /// Expired as undeliverable: a sync push that could not complete (`SignalCommand::Abandon`;
+    /// its sender was answered `recipient_unavailable`), or a removed recipient
+    /// (`RecipientRemoved`). A force-expire is not a give-up.
     pub given_up: bool,
+    /// A scheduled signal whose `signal.released` is on the stream: visible from then on,
+    /// whatever the reader's clock says.
+    pub released: bool,
 }
 
 impl Default for SignalState {
     fn default() -> Self {
-        Self { sent: None, status: Status::Absent, bounced: false, deliveries: 0, last_delivery: None, given_up: false }
+        Self {
+            sent: None,
+            status: Status::Absent,
+            bounced: false,
+            deliveries: 0,
+            last_delivery: None,
+            given_up: false,
+            released: false,
+        }
     }
 }
 
@@ -70,10 +87,16 @@ pub enum SignalCommand {
         by: String,
     },
     Expire,
+    /// Make a scheduled signal visible at its `deliver_at` (the sweeper's, CONTRACT §16).
+    Release,
     /// Expire a pending signal now, as undeliverable, before any late delivery: a sync push
-    /// that could not complete promptly (its sender is answered `recipient_unavailable`), or a
-    /// signal whose recipient was removed.
+    /// that could not complete promptly (its sender is answered `recipient_unavailable`).
     Abandon,
+    /// Expire a pending signal now because its recipient was removed (given up, like `Abandon`).
+    RecipientRemoved,
+    /// An operator's force-expire (CONTRACT §16): expire a pending signal now, whatever its
+    /// `expires_at`. Like every expiry it loses to a delivery or a recall already on the stream.
+    ForceExpire,
     /// Whether `by` may ack the signal (it was delivered to `by`). Acks decide no outcome, so
     /// writers record the ones decided here together, one `signals.acked` per batch on the
     /// recipient's acks subject, rather than each `signal.acked` on the signal's; the signal's
@@ -178,6 +201,7 @@ impl SignalState {
                 self.given_up = e.undeliverable;
             }
             EventBody::SignalRecalled(_) if self.status == Status::Pending => self.status = Status::Recalled,
+            EventBody::SignalReleased(_) if self.status == Status::Pending => self.released = true,
             _ => {}
         }
     }
@@ -186,8 +210,13 @@ impl SignalState {
         matches!(self.status, Status::Delivered { .. } | Status::Expired | Status::Recalled)
     }
 
-    fn overdue(&self, now: DateTime<Utc>) -> bool {
+    pub(crate) fn overdue(&self, now: DateTime<Utc>) -> bool {
         self.sent.as_ref().is_some_and(|s| is_due(s.expires_at, now))
+    }
+
+    /// Whether its recipient may see the signal at `now`: not scheduled, or due, or released.
+    pub fn visible(&self, now: DateTime<Utc>) -> bool {
+        self.sent.as_ref().is_some_and(|s| is_visible(s.deliver_at, self.released, now))
     }
 
     /// Whether a repeat of this signal's send (same dedupe key) answers as the original did with
@@ -223,6 +252,9 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
             if state.overdue(now) {
                 return Err(DomainError::Refused(Refusal::Expired));
             }
+            if !state.visible(now) {
+                return Err(DomainError::Refused(Refusal::NotYetDue));
+            }
             Ok(vec![EventBody::SignalDelivered(SignalDelivered {
                 signal_id: id,
                 to: sent.to.clone(),
@@ -248,12 +280,9 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
             Status::Pending => Err(DomainError::Refused(Refusal::NotYetDue)),
             _ => Err(DomainError::Refused(Refusal::AlreadyTerminal)),
         },
-        SignalCommand::Abandon => match state.status {
-            Status::Pending => Ok(vec![EventBody::SignalExpired(SignalExpired {
-                signal_id: id,
-                expires_at: sent.expires_at,
-                undeliverable: true,
-            })]),
+        SignalCommand::Release => schedule::release(state, sent, now),
+        SignalCommand::Abandon | SignalCommand::RecipientRemoved | SignalCommand::ForceExpire => match state.status {
+            Status::Pending => Ok(vec![expired_now(id, sent.expires_at, command)]),
             Status::Delivered { .. } => Err(DomainError::Refused(Refusal::AlreadyDelivered)),
             _ => Err(DomainError::Refused(Refusal::AlreadyTerminal)),
         },
@@ -282,15 +311,21 @@ pub fn decide(state: &SignalState, command: &SignalCommand, now: DateTime<Utc>) 
 pub enum Hint<'a> {
     /// The newest event is the signal's `signal.sent` (a push right after the send).
     Sent(&'a SignalSent),
-    /// The signal is pending and due at `expires_at` (the read model's view: the sweeper).
+    /// The newest event is the `signal.released` of this scheduled send (a push on release).
+    Released(&'a SignalSent),
+    /// The signal is pending and due at `expires_at` (the read model's view: the sweeper, a
+    /// force-expire).
     Pending { expires_at: DateTime<Utc> },
+    /// The newest event is the `signal.sent` of a send to `to` scheduled for `deliver_at` and
+    /// expiring at `expires_at` (the read model's or the tail's view: the sweeper's release).
+    Scheduled { to: &'a str, deliver_at: DateTime<Utc>, expires_at: DateTime<Utc> },
 }
 
 impl Hint<'_> {
     /// The state the hint describes, as far as a command's choice may depend on it (the status;
     /// not the signal's body).
     pub fn status(&self) -> SignalState {
-        SignalState { status: Status::Pending, ..SignalState::default() }
+        SignalState { status: Status::Pending, released: matches!(self, Hint::Released(_)), ..SignalState::default() }
     }
 }
 
@@ -308,41 +343,64 @@ pub fn decide_hinted(
         return None;
     }
     match (hint, command) {
-        (Hint::Sent(sent), SignalCommand::Deliver { to, via, session_id, .. }) => Some(if sent.to != *to {
-            Err(DomainError::NotFound)
-        } else if is_due(sent.expires_at, now) {
-            Err(DomainError::Refused(Refusal::Expired))
-        } else {
-            Ok(vec![EventBody::SignalDelivered(SignalDelivered {
-                signal_id: id,
-                to: sent.to.clone(),
-                via: *via,
-                session_id: *session_id,
-                redelivered: false,
-                expires_at: Some(sent.expires_at),
-            })])
-        }),
-        (Hint::Sent(sent), SignalCommand::Expire) => Some(if is_due(sent.expires_at, now) {
+        (Hint::Sent(sent) | Hint::Released(sent), SignalCommand::Deliver { to, via, session_id, .. }) => {
+            Some(if sent.to != *to {
+                Err(DomainError::NotFound)
+            } else if is_due(sent.expires_at, now) {
+                Err(DomainError::Refused(Refusal::Expired))
+            } else if !is_visible(sent.deliver_at, matches!(hint, Hint::Released(_)), now) {
+                Err(DomainError::Refused(Refusal::NotYetDue))
+            } else {
+                Ok(vec![EventBody::SignalDelivered(SignalDelivered {
+                    signal_id: id,
+                    to: sent.to.clone(),
+                    via: *via,
+                    session_id: *session_id,
+                    redelivered: false,
+                    expires_at: Some(sent.expires_at),
+                })])
+            })
+        }
+        (Hint::Sent(sent) | Hint::Released(sent), SignalCommand::Expire) => Some(if is_due(sent.expires_at, now) {
             Ok(vec![expired(sent)])
         } else {
             Err(DomainError::Refused(Refusal::NotYetDue))
         }),
-        (Hint::Pending { expires_at }, SignalCommand::Expire) if is_due(*expires_at, now) => {
-            Some(Ok(vec![EventBody::SignalExpired(SignalExpired {
-                signal_id: id,
-                expires_at: *expires_at,
-                undeliverable: false,
-            })]))
+        (Hint::Sent(sent), SignalCommand::Release) => Some(schedule::release_sent(sent, now)),
+        (Hint::Released(_), SignalCommand::Release) => Some(Err(DomainError::Refused(Refusal::AlreadyReleased))),
+        (Hint::Scheduled { to, deliver_at, expires_at }, SignalCommand::Release) => {
+            Some(schedule::released(id, to, *deliver_at, *expires_at, now))
+        }
+
+        (Hint::Pending { expires_at } | Hint::Scheduled { expires_at, .. }, SignalCommand::Expire)
+            if is_due(*expires_at, now) =>
+        {
+            Some(Ok(vec![expired_now(id, *expires_at, command)]))
+        }
+        (Hint::Pending { expires_at } | Hint::Scheduled { expires_at, .. }, SignalCommand::ForceExpire) => {
+            Some(Ok(vec![expired_now(id, *expires_at, command)]))
         }
         _ => None,
     }
 }
 
 fn expired(sent: &SignalSent) -> EventBody {
+    expired_now(sent.signal_id, sent.expires_at, &SignalCommand::Expire)
+}
+
+/// The `signal.expired` an expiring command appends, with its reason.
+fn expired_now(signal_id: Uuid, expires_at: DateTime<Utc>, command: &SignalCommand) -> EventBody {
+    let reason = match command {
+        SignalCommand::Abandon => ExpiryReason::Undeliverable,
+        SignalCommand::RecipientRemoved => ExpiryReason::Removed,
+        SignalCommand::ForceExpire => ExpiryReason::Forced,
+        _ => ExpiryReason::Ttl,
+    };
     EventBody::SignalExpired(SignalExpired {
-        signal_id: sent.signal_id,
-        expires_at: sent.expires_at,
-        undeliverable: false,
+        signal_id,
+        expires_at,
+        undeliverable: reason.gives_up(),
+        reason: Some(reason),
     })
 }
 

@@ -35,6 +35,7 @@ fn sent() -> EventBody {
         resolved_to_session: None,
         pushed_to: None,
         fanout_id: None,
+        deliver_at: None,
     }))
 }
 
@@ -117,6 +118,7 @@ fn expired_event() -> EventBody {
         signal_id: id(),
         expires_at: t0() + Duration::seconds(60),
         undeliverable: false,
+        reason: Some(ExpiryReason::Ttl),
     })
 }
 
@@ -223,6 +225,7 @@ fn given_pending_when_abandoned_then_expired_as_undeliverable_and_never_delivere
         signal_id: id(),
         expires_at: t0() + Duration::seconds(60),
         undeliverable: true,
+        reason: Some(ExpiryReason::Undeliverable),
     });
     let s = given(&[sent()]).when(SignalCommand::Abandon, 2).then_expect(std::slice::from_ref(&abandoned));
     assert_eq!(s.status, Status::Expired);
@@ -310,16 +313,19 @@ fn given_a_sync_signal_given_up_then_its_repeat_answers_as_a_bounce() {
             signal_id: id(),
             expires_at: t0() + Duration::seconds(60),
             undeliverable: true,
+            reason: Some(ExpiryReason::Undeliverable),
         })]);
     assert!(s.given_up && s.answered_as_bounce());
     // Expired by its TTL, a sync signal was not given up: its send was answered, not bounced.
     let s = given(&[sync_sent()]).when(SignalCommand::Expire, 60).then_expect(&[expired_event()]);
     assert!(!s.given_up && !s.answered_as_bounce());
     // An async signal given up (its recipient removed) was answered queued: no bounce.
-    let s = given(&[sent()]).when(SignalCommand::Abandon, 2).then_expect(&[EventBody::SignalExpired(SignalExpired {
+    let removed = given(&[sent()]).when(SignalCommand::RecipientRemoved, 2);
+    let s = removed.then_expect(&[EventBody::SignalExpired(SignalExpired {
         signal_id: id(),
         expires_at: t0() + Duration::seconds(60),
         undeliverable: true,
+        reason: Some(ExpiryReason::Removed),
     })]);
     assert!(s.given_up && !s.answered_as_bounce());
 }

@@ -54,6 +54,7 @@ fn samples() -> Vec<Event> {
             resolved_to_session: None,
             pushed_to: None,
             fanout_id: None,
+            deliver_at: None,
         })),
         EventBody::SignalBounced(SignalBounced {
             signal_id: sig,
@@ -73,7 +74,8 @@ fn samples() -> Vec<Event> {
             expires_at: None,
         }),
         EventBody::SignalAcked(SignalAcked { signal_id: sig, by: "bob".into(), session_id: Some(sess) }),
-        EventBody::SignalExpired(SignalExpired { signal_id: sig, expires_at: at, undeliverable: false }),
+        // As written before expiries recorded a reason (`variants` holds one with it).
+        EventBody::SignalExpired(SignalExpired { signal_id: sig, expires_at: at, undeliverable: false, reason: None }),
         EventBody::SignalRecalled(SignalRecalled { signal_id: sig, by: "alice".into() }),
         EventBody::PluginFactRecorded(PluginFactRecorded {
             plugin: "alice/watcher".into(),
@@ -144,6 +146,12 @@ fn samples() -> Vec<Event> {
             identity: "bob".into(),
             by: "bob".into(),
         }),
+        EventBody::SignalReleased(SignalReleased {
+            signal_id: sig,
+            to: "bob".into(),
+            deliver_at: at + chrono::Duration::hours(1),
+            expires_at: at + chrono::Duration::hours(25),
+        }),
     ];
     bodies
         .into_iter()
@@ -164,6 +172,51 @@ fn samples() -> Vec<Event> {
 
 fn vector_path(event: &Event) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/v1").join(format!("{}.msgpack", event.type_name()))
+}
+
+/// Events of a type already sampled, with a field added later set: each has its own vector,
+/// `<type>+<variant>.msgpack`, so both what older releases wrote and what this one writes
+/// keep decoding.
+fn variants() -> Vec<(&'static str, Event)> {
+    let expired = |reason: ExpiryReason| {
+        let mut event = samples().into_iter().find(|e| e.type_name() == "signal.expired").unwrap();
+        let EventBody::SignalExpired(e) = &mut event.body else { unreachable!() };
+        e.undeliverable = reason.gives_up();
+        e.reason = Some(reason);
+        event
+    };
+    vec![
+        ("forced", expired(ExpiryReason::Forced)),
+        ("ttl", expired(ExpiryReason::Ttl)),
+        ("undeliverable", expired(ExpiryReason::Undeliverable)),
+        ("removed", expired(ExpiryReason::Removed)),
+    ]
+}
+
+#[test]
+fn variant_vectors_still_decode() {
+    let write = std::env::var_os("SIGNALBUS_WRITE_VECTORS").is_some();
+    for (variant, event) in variants() {
+        let name = format!("{}+{variant}.msgpack", event.type_name());
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/v1").join(name);
+        if write && !path.exists() {
+            std::fs::write(&path, encode(&event).unwrap()).unwrap();
+        }
+        let bytes = std::fs::read(&path).unwrap_or_else(|_| panic!("missing vector {}", path.display()));
+        assert_eq!(decode(&bytes).unwrap(), event, "vector {}", path.display());
+        assert_eq!(decode(&encode(&event).unwrap()).unwrap(), event, "{variant} round-trips");
+    }
+}
+
+#[test]
+fn an_expiry_without_a_reason_reads_as_its_release_meant_it() {
+    let old = samples().into_iter().find(|e| e.type_name() == "signal.expired").unwrap();
+    let EventBody::SignalExpired(e) = decode(&std::fs::read(vector_path(&old)).unwrap()).unwrap().body else {
+        unreachable!()
+    };
+    assert_eq!((e.reason, e.reason()), (None, ExpiryReason::Ttl));
+    let bytes = encode(&variants()[0].1).unwrap();
+    assert!(bytes.windows(b"forced".len()).any(|w| w == b"forced"), "the reason is written by name");
 }
 
 #[test]
@@ -189,6 +242,19 @@ fn schema_version_1_vectors_still_decode() {
         let bytes = std::fs::read(&path).unwrap_or_else(|_| panic!("missing vector {}", path.display()));
         assert_eq!(decode(&bytes).unwrap(), event, "vector {}", path.display());
     }
+}
+
+#[test]
+fn a_scheduled_send_round_trips_and_an_unscheduled_one_writes_no_deliver_at() {
+    let sent = samples().into_iter().find(|e| e.type_name() == "signal.sent").unwrap();
+    let plain = encode(&sent).unwrap();
+    assert!(!plain.windows(10).any(|w| w == b"deliver_at"), "an optional field left out when empty");
+    let mut scheduled = sent.clone();
+    if let EventBody::SignalSent(s) = &mut scheduled.body {
+        s.deliver_at = Some(s.created_at + chrono::Duration::hours(1));
+        s.publish_path = PublishPath::Scheduled;
+    }
+    assert_eq!(decode(&encode(&scheduled).unwrap()).unwrap(), scheduled);
 }
 
 #[test]

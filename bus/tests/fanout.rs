@@ -14,7 +14,7 @@ use bus::event::{Entity, EventBody, RecipientState};
 use bus::fanout::{plan_fanout, plan_roster, FanoutLimits, FanoutPlan};
 use bus::group::{GroupCommand, DEFAULT_MAX_FANOUT};
 use bus::group_store::FanoutSent;
-use bus::send::{RecipientView, SendRequest, DEFAULT_MAX_PAYLOAD_BYTES};
+use bus::send::{RecipientView, SendLimits, SendRequest};
 use bus::signal::RecallOutcome;
 use bus::store::SignalStore;
 use bus::{DomainError, Error};
@@ -35,12 +35,7 @@ fn offline(_: &str) -> RecipientView {
 }
 
 fn plan(types: &TypeTable, members: &[String], key: Option<&str>) -> FanoutPlan {
-    let limits = FanoutLimits {
-        types,
-        max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
-        max_fanout: DEFAULT_MAX_FANOUT,
-        now: Utc::now(),
-    };
+    let limits = FanoutLimits { types, send: SendLimits::default(), max_fanout: DEFAULT_MAX_FANOUT, now: Utc::now() };
     let req = SendRequest {
         to: "@reviewers".into(),
         signal_type: "StatusUpdate".into(),
@@ -49,6 +44,8 @@ fn plan(types: &TypeTable, members: &[String], key: Option<&str>) -> FanoutPlan 
         ttl_seconds: None,
         correlation_id: Some("review-7".into()),
         dedupe_key: key.map(str::to_string),
+        deliver_after_seconds: None,
+        deliver_at: None,
     };
     plan_fanout(limits, TENANT, "alice", req, members, offline).expect("a valid group send")
 }
@@ -188,7 +185,7 @@ async fn group_commands_race_through_their_compare_and_set_and_announce_members(
     assert!(!store.load_group(TENANT, group).await.unwrap().0.members.contains("m5"));
 
     let types = TypeTable::default();
-    let limits = FanoutLimits { types: &types, max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES, max_fanout: 1000, now };
+    let limits = FanoutLimits { types: &types, send: SendLimits::default(), max_fanout: 1000, now };
     for round in 0..2 {
         let roster = plan_roster(limits, TENANT, group, *seq, signals, offline).unwrap().unwrap();
         let recorded = store.record_roster(TENANT, roster).await;

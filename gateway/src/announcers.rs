@@ -4,12 +4,13 @@
 //! Deliberately a leaf that knows no surface: it holds callbacks and calls them in order, so
 //! the shared state can carry it without knowing who listens.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use bus::event::SignalSent;
 
-/// Tells another surface (MCP) that a signal was sent: `(tenant, signal.sent)`.
-pub type Announce = Box<dyn Fn(&str, &SignalSent) + Send + Sync>;
+/// Tells another surface (MCP) that a signal waits: `(tenant, signal.sent)` — sent, or released
+/// when it was scheduled. Shared, so a release read later can still call it.
+pub type Announce = Arc<dyn Fn(&str, &SignalSent) + Send + Sync>;
 
 /// The announcements of this process, added once per router and called for every `signal.sent`.
 #[derive(Default)]

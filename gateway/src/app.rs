@@ -51,7 +51,8 @@ impl Gateway {
             deliverer: gw.deliverer().clone(),
             confirmations: gw.confirmations().clone(),
             directive_ends: gw.directive_ends().clone(),
-            announce: Box::new(move |tenant, sent| announcers.announce(tenant, sent)),
+            inbox_waits: gw.inbox_waits().clone(),
+            announce: Arc::new(move |tenant, sent| announcers.announce(tenant, sent)),
             shutdown: gw.shutdown_token().clone(),
         };
         tail::spawn(tail, applied, gw.tasks());

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bus::catalog::TypeTable;
 use bus::directive::IssuerPolicy;
+use bus::send::SendLimits;
 
 use crate::admin::AdminOps;
 use crate::listener::ConnLimits;
@@ -67,6 +68,9 @@ pub struct GatewayConfig {
     pub directive_default_deadline: Duration,
     /// Most members a send to a group fans out to (`[limits] max_fanout`).
     pub max_fanout: usize,
+    /// How long the stream keeps events (`--retention`): a scheduled signal whose `deliver_at +
+    /// ttl` lies further out is refused (CONTRACT §16). `None` checks no bound.
+    pub retention: Option<Duration>,
 }
 
 impl Default for GatewayConfig {
@@ -95,6 +99,7 @@ impl Default for GatewayConfig {
             directive_issuers: IssuerPolicy::default(),
             directive_default_deadline: Duration::from_secs(bus::directive::DEFAULT_DEADLINE_SECONDS),
             max_fanout: bus::group::DEFAULT_MAX_FANOUT,
+            retention: Some(Duration::from_secs(30 * 24 * 3600)),
         }
     }
 }
@@ -103,6 +108,11 @@ impl GatewayConfig {
     /// How often the gateway pings a WebSocket and at most how often it records a heartbeat.
     pub fn heartbeat_interval(&self) -> Duration {
         (self.stale_after / 4).max(Duration::from_millis(10))
+    }
+
+    /// What every send is checked against: the payload limit and the stream's retention.
+    pub fn send_limits(&self) -> SendLimits {
+        SendLimits { max_payload_bytes: self.max_payload_bytes, retention: self.retention }
     }
 }
 
@@ -125,6 +135,7 @@ impl std::fmt::Debug for GatewayConfig {
             .field("directive_issuers", &self.directive_issuers)
             .field("directive_default_deadline", &self.directive_default_deadline)
             .field("max_fanout", &self.max_fanout)
+            .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
 }

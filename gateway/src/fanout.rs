@@ -55,12 +55,8 @@ pub async fn send_to_group(gw: &Gateway, tenant: &str, from: &str, req: SendRequ
         return Err(ApiError::rate_limited(message, wait));
     }
     gw.backpressure().admit().await;
-    let limits = FanoutLimits {
-        types: &cfg.types,
-        max_payload_bytes: cfg.max_payload_bytes,
-        max_fanout: cfg.max_fanout,
-        now: Utc::now(),
-    };
+    let limits =
+        FanoutLimits { types: &cfg.types, send: cfg.send_limits(), max_fanout: cfg.max_fanout, now: Utc::now() };
     let signal_type = req.signal_type.clone();
     let plan =
         plan_fanout(limits, tenant, from, req, &members, |to| reads::recipient_view(gw, tenant, to, limits.now))?;

@@ -64,7 +64,7 @@ async fn announce(gw: &Gateway, tenant: &str, group: &str, executed: &GroupExecu
     for (seq, signals) in &executed.roster {
         let limits = FanoutLimits {
             types: &cfg.types,
-            max_payload_bytes: cfg.max_payload_bytes,
+            send: bus::send::SendLimits::payload(cfg.max_payload_bytes),
             max_fanout: usize::MAX,
             now: Utc::now(),
         };

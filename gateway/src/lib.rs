@@ -23,9 +23,12 @@
 //!   - `api/piggyback`: the `X-Signalbus-Session` middleware; `api/splice` adds `"signals"` to
 //!     a JSON-object answer as it streams (no buffering).
 //! - `send`, `commands`: the send flow, recall, ack and plugin facts, shared by every surface.
-//! - `reads`: one signal's row, the roster, a plugin's state, shared by HTTP and MCP.
+//! - `reads`: one signal's row, signal lists and conversations, the roster, a plugin's state,
+//!   shared by HTTP and MCP. `inbox`: the inbox read with its wait (no polling), shared too.
 //! - `registration`: registering an agent, rotating its token.
 //! - `removal`: removing an agent — its token, its sessions, its pending signals.
+//! - `force_expire`: the operator's force-expire — pending signals by filter, each expired by
+//!   compare-and-set against its delivery.
 //! - `state`: `Gateway`, the shared handle — data only, and the narrow handles built over it.
 //! - `delivery/`: `Deliverer` and its compare-and-set `record`; `push` (the live push),
 //!   `drain` (startup and HTTP drains), `tail` (this process's stream tail), `confirm` (sends
@@ -58,7 +61,9 @@ mod delivery;
 mod directives;
 pub mod error;
 mod fanout;
+mod force_expire;
 mod groups;
+mod inbox;
 mod listener;
 pub mod metrics;
 pub mod openapi;

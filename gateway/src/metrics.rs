@@ -5,17 +5,23 @@
 //! calls are no-ops (which keeps tests free of global state).
 
 use bus::catalog::TypeTable;
-use bus::event::{DeliveredVia, PublishPath, RecipientState, SessionKind, Surface};
+use bus::event::{DeliveredVia, ExpiryReason, PublishPath, RecipientState, SessionKind, Surface};
 use bus::signal::RecallOutcome;
 use chrono::{DateTime, Utc};
 
 pub const SIGNALS_SENT_TOTAL: &str = "signalbus_signals_sent_total";
 pub const SIGNALS_BOUNCED_TOTAL: &str = "signalbus_signals_bounced_total";
+/// Accepted sends scheduled for later (CONTRACT §16); each also counts in `SIGNALS_SENT_TOTAL`
+/// with `publish_path="scheduled"`.
+pub const SIGNALS_SCHEDULED_TOTAL: &str = "signalbus_signals_scheduled_total";
 pub const UNKNOWN_RECIPIENT_REJECTIONS_TOTAL: &str = "signalbus_unknown_recipient_rejections_total";
 pub const SIGNALS_DELIVERED_TOTAL: &str = "signalbus_signals_delivered_total";
-/// Also recorded by the sweeper (the same series): the gateway expires the pending signals of
-/// a removed agent.
+/// Also recorded by the sweeper (the same series, `reason="ttl"`): the gateway expires the
+/// pending signals of a removed agent (`removed`) and an operator's force-expire (`forced`).
 pub const SIGNALS_EXPIRED_TOTAL: &str = "signalbus_signals_expired_total";
+
+/// The `reason` label values the gateway records on `signalbus_signals_expired_total`.
+pub const EXPIRY_REASONS: [ExpiryReason; 2] = [ExpiryReason::Forced, ExpiryReason::Removed];
 pub const SIGNAL_RECALLS_TOTAL: &str = "signalbus_signal_recalls_total";
 pub const TIME_TO_DELIVERY_SECONDS: &str = "signalbus_time_to_delivery_seconds";
 pub const SESSIONS: &str = "signalbus_sessions";
@@ -89,6 +95,7 @@ pub fn facts_rate_limited() {
     metrics::counter!(FACTS_RATE_LIMITED_TOTAL).increment(1);
 }
 
+/// An accepted send (and, when it was scheduled, a scheduled one).
 pub fn sent(
     types: &TypeTable,
     signal_type: &str,
@@ -96,6 +103,10 @@ pub fn sent(
     state: RecipientState,
     path: PublishPath,
 ) {
+    if path == PublishPath::Scheduled {
+        metrics::counter!(SIGNALS_SCHEDULED_TOTAL, "signal_type" => types.metric_label(signal_type).to_string())
+            .increment(1);
+    }
     metrics::counter!(SIGNALS_SENT_TOTAL,
         "signal_type" => types.metric_label(signal_type).to_string(),
         "delivery_class" => class.as_str(),
@@ -125,8 +136,12 @@ pub fn delivered(types: &TypeTable, signal_type: &str, via: DeliveredVia, create
     metrics::histogram!(TIME_TO_DELIVERY_SECONDS, "signal_type" => label, "via" => via.as_str()).record(secs);
 }
 
-pub fn expired(types: &TypeTable, signal_type: &str) {
-    metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => types.metric_label(signal_type).to_string()).increment(1);
+/// One pending signal this gateway expired, for `reason` (one of `EXPIRY_REASONS`).
+pub fn expired(types: &TypeTable, signal_type: &str, reason: ExpiryReason) {
+    metrics::counter!(SIGNALS_EXPIRED_TOTAL,
+        "signal_type" => types.metric_label(signal_type).to_string(),
+        "reason" => reason.as_str())
+    .increment(1);
 }
 
 pub fn recall(outcome: RecallOutcome) {
@@ -161,11 +176,15 @@ pub fn init(types: &TypeTable) {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(SIGNALS_SENT_TOTAL, "Accepted sends, by type, class, recipient state and publish path.");
     describe_counter!(SIGNALS_BOUNCED_TOTAL, "Sync sends bounced as recipient_unavailable.");
+    describe_counter!(
+        SIGNALS_SCHEDULED_TOTAL,
+        "Accepted sends scheduled for later delivery (deliver_after_seconds or deliver_at), by type."
+    );
     describe_counter!(UNKNOWN_RECIPIENT_REJECTIONS_TOTAL, "Sends refused as unknown_recipient, by type and sender.");
     describe_counter!(SIGNALS_DELIVERED_TOTAL, "Signals handed to a session (a redelivery counts again).");
     describe_counter!(
         SIGNALS_EXPIRED_TOTAL,
-        "Signals expired: by the sweeper past their TTL, by a gateway when their recipient is removed."
+        "Signals expired, by type and reason: ttl (the sweeper), removed (a gateway, when their recipient is removed), forced (a gateway, an operator's force-expire)."
     );
     describe_counter!(SIGNAL_RECALLS_TOTAL, "Recall requests, by outcome.");
     describe_histogram!(
@@ -194,7 +213,8 @@ pub fn init(types: &TypeTable) {
     use bus::catalog::DeliveryClass::{Async, Sync};
     use RecipientState::{Available, NotAvailableOffline, NotAvailableStale};
     // The combinations a send can have (bus::send): available ones are pushed or buffered in
-    // either class; stale and offline ones are queued when async (sync ones bounce).
+    // either class; stale and offline ones are queued when async (sync ones bounce); async ones
+    // of any state may be scheduled.
     let sent = [
         (Sync, Available, PublishPath::PushedToWs),
         (Async, Available, PublishPath::PushedToWs),
@@ -202,6 +222,9 @@ pub fn init(types: &TypeTable) {
         (Async, Available, PublishPath::BufferedForPiggyback),
         (Async, NotAvailableStale, PublishPath::QueuedOffline),
         (Async, NotAvailableOffline, PublishPath::QueuedOffline),
+        (Async, Available, PublishPath::Scheduled),
+        (Async, NotAvailableStale, PublishPath::Scheduled),
+        (Async, NotAvailableOffline, PublishPath::Scheduled),
     ];
     let vias = [DeliveredVia::WsPush, DeliveredVia::StartupDrain, DeliveredVia::Piggyback, DeliveredVia::Inbox];
     for t in type_labels(types) {
@@ -219,7 +242,11 @@ pub fn init(types: &TypeTable) {
             // Registered without an observation: its `_count` and buckets start at 0.
             let _ = metrics::histogram!(TIME_TO_DELIVERY_SECONDS, "signal_type" => t.clone(), "via" => via.as_str());
         }
-        metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => t.clone()).increment(0);
+        for reason in EXPIRY_REASONS {
+            metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => t.clone(), "reason" => reason.as_str())
+                .increment(0);
+        }
+        metrics::counter!(SIGNALS_SCHEDULED_TOTAL, "signal_type" => t.clone()).increment(0);
     }
     let outcomes = [
         RecallOutcome::Recalled,

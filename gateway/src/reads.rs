@@ -1,8 +1,10 @@
 //! The reads shared by the HTTP API, MCP and the operations: a recipient's view for a send
-//! decision, one signal's row for its sender or recipient, a
-//! tenant's roster with recipient state, and a plugin's compatibility state — each answered as
-//! the JSON body `GET /v1/signals/{id}`, `GET /v1/agents` and `GET /v1/plugins/{plugin}/state`
-//! give, so both surfaces answer byte-for-byte alike.
+//! decision, one signal's row for its sender or recipient (a scheduled one for its recipient only
+//! once due, `seen_by_recipient`), a page of the caller's signals (newest first) or of one
+//! conversation (a correlation id, oldest first), a tenant's roster with recipient state, and a
+//! plugin's compatibility state — each answered as the JSON body `GET /v1/signals/{id}`,
+//! `GET /v1/signals`, `GET /v1/agents` and `GET /v1/plugins/{plugin}/state` give, so both
+//! surfaces answer byte-for-byte alike.
 //!
 //! Deliberately no authentication and no request parsing: the caller has already decided who
 //! asks and in which tenant.
@@ -11,6 +13,7 @@ use std::time::Duration;
 
 use bus::names::validate_plugin;
 use chrono::Utc;
+use projector::queries::{Conversation, ListSignals, SignalRow};
 use serde_json::{json, Value};
 
 use crate::agent::Agent;
@@ -47,10 +50,43 @@ pub async fn signal(gw: &Gateway, agent: &Agent, id: &str) -> Result<Value, ApiE
     let id = wire::canonical_uuid(id).ok_or_else(not_found)?;
     consistent(gw).await;
     let row = gw.queries().signal(&agent.tenant, id).await?.ok_or_else(not_found)?;
-    if row.from_identity != agent.identity && row.to_identity != agent.identity {
+    if row.from_identity != agent.identity && (row.to_identity != agent.identity || !seen_by_recipient(&row)) {
         return Err(not_found());
     }
     Ok(wire::row_json(&row))
+}
+
+/// A page of `agent`'s signals: `{"signals": [...], "next_cursor": cursor|null}` — newest first,
+/// or with a `correlation_id` that conversation's signals it sent or received, oldest first.
+pub async fn signals(gw: &Gateway, agent: &Agent, req: wire::SignalList) -> Result<Value, ApiError> {
+    consistent(gw).await;
+    let (tenant, identity) = (agent.tenant.clone(), agent.identity.clone());
+    let (role, status, limit) = (req.role, req.status, req.limit);
+    let rows: Vec<SignalRow> = match req.correlation_id {
+        None => {
+            let query = ListSignals { tenant, identity, role, status, limit, cursor: req.cursor };
+            gw.queries().list_signals(&query).await?
+        }
+        Some(correlation_id) => {
+            let query = Conversation { tenant, identity, correlation_id, role, status, limit, after: req.cursor };
+            gw.queries().conversation(&query).await?
+        }
+    };
+    let next_cursor = match rows.last() {
+        Some(last) if rows.len() as u32 >= limit => Some(wire::cursor::encode(last.created_at, last.id)),
+        _ => None,
+    };
+    // The cursor is the page's as read: a page that hid a scheduled signal may be short.
+    let seen = |r: &&SignalRow| r.from_identity == agent.identity || seen_by_recipient(r);
+    let signals: Vec<Value> = rows.iter().filter(seen).map(wire::row_json).collect();
+    Ok(json!({ "signals": signals, "next_cursor": next_cursor }))
+}
+
+/// Whether the recipient of `row` may see it now: a scheduled signal is invisible to its
+/// recipient until due or released (CONTRACT §16; `bus::schedule::is_visible`), in lists and
+/// lookups as in drains. Its sender always sees it.
+pub fn seen_by_recipient(row: &SignalRow) -> bool {
+    bus::schedule::is_visible(row.deliver_at, row.released_at.is_some(), Utc::now())
 }
 
 /// The roster of `tenant` with each agent's recipient state, from this node's presence.

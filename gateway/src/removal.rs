@@ -2,13 +2,13 @@
 //! its token at once, close its sessions (1008), expire what was still pending for it, and take it out of its groups.
 //!
 //! Deliberately deletes nothing: the removal is an event, every expiry is an ordinary
-//! `signal.expired` decided by `bus::signal` under the per-signal compare-and-set
-//! (`SignalCommand::Abandon`), so a delivery or a recall racing the removal wins or loses
-//! cleanly, and the signals' history stays. Other gateways close their own sessions of the
-//! agent when their tail reads the removal (`delivery/tail.rs`).
+//! `signal.expired` (`reason: removed`) decided by `bus::signal` under the per-signal
+//! compare-and-set (`SignalCommand::RecipientRemoved`), so a delivery or a recall racing the
+//! removal wins or loses cleanly, and the signals' history stays. Other gateways close their own
+//! sessions of the agent when their tail reads the removal (`delivery/tail.rs`).
 
 use bus::agent::AgentCommand;
-use bus::event::Surface;
+use bus::event::{ExpiryReason, Surface};
 use bus::signal::SignalCommand;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -105,11 +105,13 @@ async fn expire_pending(gw: &Gateway, tenant: &str, identity: &str) -> Result<u6
         let full = rows.len() == PAGE as usize;
         let outcomes: Vec<Result<bool, ApiError>> = futures::stream::iter(rows)
             .map(|row| async move {
-                let outcome =
-                    gw.store().execute(tenant, row.id, &SignalCommand::Abandon, REMOVAL_ACTOR, Utc::now()).await;
+                let outcome = gw
+                    .store()
+                    .execute(tenant, row.id, &SignalCommand::RecipientRemoved, REMOVAL_ACTOR, Utc::now())
+                    .await;
                 match outcome {
                     Ok(executed) if !executed.appended.is_empty() => {
-                        metrics::expired(&gw.config().types, &row.signal_type);
+                        metrics::expired(&gw.config().types, &row.signal_type, ExpiryReason::Removed);
                         Ok(true)
                     }
                     Ok(_) | Err(bus::Error::Domain(_)) => Ok(false),

@@ -46,7 +46,7 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
         freshest_session: resolution.resolved.as_ref().map(|(id, _)| *id),
     };
     let signal_type = req.signal_type.clone();
-    let mut decision = match decide_send(&cfg.types, tenant, from, req, view, now, cfg.max_payload_bytes) {
+    let mut decision = match decide_send(&cfg.types, tenant, from, req, view, now, cfg.send_limits()) {
         Ok(d) => d,
         Err(bus::DomainError::UnknownRecipient) => {
             metrics::unknown_recipient(&cfg.types, &signal_type, from);

@@ -58,6 +58,9 @@ struct Inner {
     deliverer: Arc<Deliverer>,
     /// Callers of `GET /v1/directives/{id}?wait=S`, woken by the tail when a directive ends.
     directive_ends: Arc<Waits<uuid::Uuid>>,
+    /// Callers of `GET /v1/inbox?wait=S` (and MCP `check_inbox` with `wait_seconds`), by
+    /// (tenant, identity): woken by the tail when something may have become pending for them.
+    inbox_waits: Arc<Waits<(String, String)>>,
     lifecycle: Lifecycle,
 }
 
@@ -120,6 +123,7 @@ impl Gateway {
             backpressure: Default::default(),
             deliverer,
             directive_ends: Arc::default(),
+            inbox_waits: Arc::default(),
             lifecycle,
         };
         (Gateway { inner: Arc::new(inner) }, applied_tx)
@@ -178,6 +182,9 @@ impl Gateway {
     }
     pub(crate) fn directive_ends(&self) -> &Arc<Waits<uuid::Uuid>> {
         &self.inner.directive_ends
+    }
+    pub(crate) fn inbox_waits(&self) -> &Arc<Waits<(String, String)>> {
+        &self.inner.inbox_waits
     }
 
     pub(crate) fn deliverer(&self) -> &Arc<Deliverer> {

@@ -130,13 +130,16 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
         .col("ca", s.iter().map(|r| r.created_at))
         .col("ea", s.iter().map(|r| r.expires_at))
         .col("fan", s.iter().map(|r| r.fanout_id))
+        .col("dla", s.iter().map(|r| r.deliver_at))
         .col("seq", s.iter().map(|r| patch(r).map_or(r.seq, |p| p.seq.max(r.seq))))
         .col("da", s.iter().map(|r| patch(r).and_then(|p| p.delivered_at)))
         .col("via", s.iter().map(|r| patch(r).and_then(|p| p.via.as_deref())))
         .col("sess", s.iter().map(|r| patch(r).and_then(|p| p.session)))
         .col("aa", s.iter().map(|r| patch(r).and_then(|p| p.acked_at)))
         .col("xa", s.iter().map(|r| patch(r).and_then(|p| p.expired_at)))
-        .col("ra", s.iter().map(|r| patch(r).and_then(|p| p.recalled_at)));
+        .col("xr", s.iter().map(|r| patch(r).and_then(|p| p.expired_reason)))
+        .col("ra", s.iter().map(|r| patch(r).and_then(|p| p.recalled_at)))
+        .col("rla", s.iter().map(|r| patch(r).and_then(|p| p.released_at)));
     let d = conn.dialect();
     let mut args = conn.args();
     let src = args.rows(rows);
@@ -149,9 +152,9 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
         "INSERT INTO signal_queue AS q (id, tenant, from_identity, to_identity, signal_type, category, priority, \
            payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, \
            delivered_at, delivered_via, resolved_to_session, acked_at, expired_at, recalled_at, last_event_seq, \
-           fanout_id) \
+           fanout_id, deliver_at, released_at, expired_reason) \
          SELECT id, tenant, f, t, st, cat, pri, {payload}, dc, rs, pp, corr, ca, ea, \
-           da, via, CASE WHEN via IS NOT NULL THEN sess END, aa, xa, ra, seq, fan \
+           da, via, CASE WHEN via IS NOT NULL THEN sess END, aa, xa, ra, seq, fan, dla, rla, xr \
          FROM {src} WHERE true \
          ON CONFLICT (id) DO UPDATE SET \
            delivered_at = COALESCE(q.delivered_at, EXCLUDED.delivered_at), \
@@ -160,10 +163,12 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
              ELSE q.resolved_to_session END, \
            acked_at = COALESCE(q.acked_at, EXCLUDED.acked_at), \
            expired_at = COALESCE(q.expired_at, EXCLUDED.expired_at), \
+           expired_reason = CASE WHEN q.expired_at IS NULL THEN EXCLUDED.expired_reason ELSE q.expired_reason END, \
            recalled_at = COALESCE(q.recalled_at, EXCLUDED.recalled_at), \
+           released_at = COALESCE(q.released_at, EXCLUDED.released_at), \
            last_event_seq = {greatest}(q.last_event_seq, EXCLUDED.last_event_seq) \
-         WHERE COALESCE(EXCLUDED.delivered_at, EXCLUDED.acked_at, EXCLUDED.expired_at, EXCLUDED.recalled_at) \
-           IS NOT NULL",
+         WHERE COALESCE(EXCLUDED.delivered_at, EXCLUDED.acked_at, EXCLUDED.expired_at, EXCLUDED.recalled_at, \
+           EXCLUDED.released_at) IS NOT NULL",
         payload = d.json("payload"),
         greatest = d.greatest(),
     );
@@ -171,7 +176,7 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
     Ok(new_ids)
 }
 
-/// Stamps deliveries, acks, expiries and recalls on rows of earlier batches (`merged`: the ids
+/// Stamps deliveries, acks, expiries (with their reason), recalls and releases on rows of earlier batches (`merged`: the ids
 /// `insert_sent` already wrote with their stamps). Runs against the hot table and the history,
 /// so a late event for an archived row (an ack after archiving) still lands.
 async fn patch_signals(conn: &mut Conn<'_>, b: &Batch, merged: &HashSet<Uuid>) -> Result<()> {
@@ -188,7 +193,9 @@ async fn patch_signals(conn: &mut Conn<'_>, b: &Batch, merged: &HashSet<Uuid>) -
             .col("session", p.iter().map(|r| r.session))
             .col("acked_at", p.iter().map(|r| r.acked_at))
             .col("expired_at", p.iter().map(|r| r.expired_at))
+            .col("expired_reason", p.iter().map(|r| r.expired_reason))
             .col("recalled_at", p.iter().map(|r| r.recalled_at))
+            .col("released_at", p.iter().map(|r| r.released_at))
             .col("seq", p.iter().map(|r| r.seq));
         let mut args = conn.args();
         let src = args.rows(rows);
@@ -199,7 +206,9 @@ async fn patch_signals(conn: &mut Conn<'_>, b: &Batch, merged: &HashSet<Uuid>) -
                resolved_to_session = CASE WHEN u.via IS NOT NULL THEN u.session ELSE q.resolved_to_session END, \
                acked_at = COALESCE(q.acked_at, u.acked_at), \
                expired_at = COALESCE(q.expired_at, u.expired_at), \
+               expired_reason = CASE WHEN q.expired_at IS NULL THEN u.expired_reason ELSE q.expired_reason END, \
                recalled_at = COALESCE(q.recalled_at, u.recalled_at), \
+               released_at = COALESCE(q.released_at, u.released_at), \
                last_event_seq = {greatest}(q.last_event_seq, u.seq) \
              FROM {src} WHERE q.id = u.id"
         );

@@ -44,6 +44,8 @@ pub struct SentRow {
     pub expires_at: DateTime<Utc>,
     /// The group send this signal is one member's part of.
     pub fanout_id: Option<Uuid>,
+    /// When a scheduled signal becomes visible (CONTRACT §16).
+    pub deliver_at: Option<DateTime<Utc>>,
     pub seq: i64,
 }
 
@@ -68,7 +70,11 @@ pub struct SignalPatch {
     pub session: Option<Uuid>,
     pub acked_at: Option<DateTime<Utc>>,
     pub expired_at: Option<DateTime<Utc>>,
+    /// Why it expired (`bus::event::ExpiryReason`), set with `expired_at`.
+    pub expired_reason: Option<&'static str>,
     pub recalled_at: Option<DateTime<Utc>>,
+    /// A scheduled signal's `signal.released`.
+    pub released_at: Option<DateTime<Utc>>,
     pub seq: i64,
 }
 
@@ -207,7 +213,9 @@ impl Batch {
                         session: None,
                         acked_at: None,
                         expired_at: None,
+                        expired_reason: None,
                         recalled_at: None,
+                        released_at: None,
                         seq,
                     });
                     b.signal_patches.len() - 1
@@ -236,6 +244,7 @@ impl Batch {
                         created_at: s.created_at,
                         expires_at: s.expires_at,
                         fanout_id: s.fanout_id,
+                        deliver_at: s.deliver_at,
                         seq,
                     });
                     // A send that recorded its push is delivered by the same event.
@@ -273,13 +282,22 @@ impl Batch {
                 EventBody::SignalExpired(e) => {
                     let i = patch(&mut b, e.signal_id);
                     let p = &mut b.signal_patches[i];
-                    p.expired_at.get_or_insert(at);
+                    if p.expired_at.is_none() {
+                        p.expired_at = Some(at);
+                        p.expired_reason = Some(e.reason().as_str());
+                    }
                     p.seq = seq;
                 }
                 EventBody::SignalRecalled(r) => {
                     let i = patch(&mut b, r.signal_id);
                     let p = &mut b.signal_patches[i];
                     p.recalled_at.get_or_insert(at);
+                    p.seq = seq;
+                }
+                EventBody::SignalReleased(r) => {
+                    let i = patch(&mut b, r.signal_id);
+                    let p = &mut b.signal_patches[i];
+                    p.released_at.get_or_insert(at);
                     p.seq = seq;
                 }
                 EventBody::AgentRegistered(a) => {

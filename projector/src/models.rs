@@ -23,8 +23,8 @@ use crate::error::{Error, Result};
 use crate::pg::PgModels;
 use crate::queries::ProjectionStatus;
 use crate::queries::{
-    AgentRow, DirectiveRow, FactsAnswer, FactsPage, GroupRow, ListDirectives, ListSignals, Overdue, OverdueDirective,
-    PluginStateRow, Queries, SignalRow,
+    AgentRow, Conversation, DirectiveRow, DueRelease, FactsAnswer, FactsPage, GroupRow, ListDirectives, ListSignals,
+    Overdue, OverdueDirective, PendingSignal, PendingSignals, PluginStateRow, Queries, SignalRow,
 };
 use crate::snapshot::Snapshot;
 use crate::sqlite::SqliteModels;
@@ -209,6 +209,19 @@ impl Queries for ReadModels {
         self.backend.overdue(now, after, limit).await
     }
 
+    async fn due_releases(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<DueRelease>> {
+        self.backend.due_releases(now, after, limit).await
+    }
+
+    async fn pending_signals(&self, q: &PendingSignals) -> Result<Vec<PendingSignal>> {
+        self.backend.pending_signals(q).await
+    }
+
     async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>> {
         self.backend.agents(tenant).await
     }
@@ -256,6 +269,10 @@ impl Queries for ReadModels {
 
     async fn signals_by_correlation(&self, tenant: &str, sender: &str, correlation_id: &str) -> Result<Vec<SignalRow>> {
         self.backend.signals_by(tenant, sender, crate::read_groups::SentAs::Correlation(correlation_id)).await
+    }
+
+    async fn conversation(&self, q: &Conversation) -> Result<Vec<SignalRow>> {
+        self.backend.conversation(q).await
     }
 
     async fn ping(&self) -> Result<()> {

@@ -14,7 +14,9 @@ use crate::dead_letter::DeadLetter;
 use crate::error::Result;
 
 mod directives;
+mod pending;
 pub use directives::{DirectiveFilter, DirectiveRole, DirectiveRow, ListDirectives, OverdueDirective};
+pub use pending::{PendingSignal, PendingSignals};
 
 /// One `signal_queue` (or `signal_history`) row, with the CONTRACT §10 columns.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,6 +45,13 @@ pub struct SignalRow {
     /// The group send this signal is one member's part of (CONTRACT §15).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fanout_id: Option<Uuid>,
+    /// A scheduled signal's due time (CONTRACT §16).
+    pub deliver_at: Option<DateTime<Utc>>,
+    /// When a scheduled signal was released (its `signal.released`).
+    pub released_at: Option<DateTime<Utc>>,
+    /// Why it expired: `ttl`, `forced`, `undeliverable` or `removed` (`bus::event::ExpiryReason`);
+    /// `None` while it has not.
+    pub expired_reason: Option<String>,
 }
 
 /// `status` filter of signal lists.
@@ -73,6 +82,20 @@ pub struct ListSignals {
     pub cursor: Option<(DateTime<Utc>, Uuid)>,
 }
 
+/// A page of one conversation (`conversation`): the signals `identity` sent or received with
+/// `correlation_id`, oldest first, continuing strictly after `after`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    pub tenant: String,
+    pub identity: String,
+    pub correlation_id: String,
+    pub role: Option<Role>,
+    pub status: Option<StatusFilter>,
+    pub limit: u32,
+    /// `(created_at, id)` of the last row of the previous page.
+    pub after: Option<(DateTime<Utc>, Uuid)>,
+}
+
 /// A signal the sweeper should expire, with what its `signal.expired` event needs, so the
 /// sweeper can append it without reading the stream first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +107,20 @@ pub struct Overdue {
     pub correlation_id: Option<String>,
     /// The stream sequence of the newest event the read model folded into this row: the
     /// expected subject sequence of a compare-and-set expiry (a newer event makes it fail).
+    pub last_event_seq: u64,
+}
+
+/// A scheduled signal the sweeper should release (CONTRACT §16): pending, not released, due,
+/// with what its `signal.released` needs, so the sweeper can append it without reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueRelease {
+    pub tenant: String,
+    pub id: Uuid,
+    pub to_identity: String,
+    pub deliver_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub correlation_id: Option<String>,
+    /// As `Overdue::last_event_seq`: the release's compare-and-set expectation.
     pub last_event_seq: u64,
 }
 
@@ -207,6 +244,18 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
         limit: u32,
     ) -> Result<Vec<Overdue>>;
 
+    /// Pending scheduled signals not released yet with `deliver_at <= now`, in `(deliver_at, id)`
+    /// order, strictly after `after` when given (past their TTL too: the caller skips those).
+    async fn due_releases(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, Uuid)>,
+        limit: u32,
+    ) -> Result<Vec<DueRelease>>;
+    /// A page of the pending signals a force-expire's filters match (CONTRACT §16), in
+    /// `(expires_at, id)` order.
+    async fn pending_signals(&self, q: &PendingSignals) -> Result<Vec<PendingSignal>>;
+
     /// The roster of a tenant with recipient state.
     async fn agents(&self, tenant: &str) -> Result<Vec<AgentRow>>;
 
@@ -246,6 +295,10 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
 
     /// The signals (hot or archived) `sender` sent with `correlation_id`, sorted by recipient.
     async fn signals_by_correlation(&self, tenant: &str, sender: &str, correlation_id: &str) -> Result<Vec<SignalRow>>;
+
+    /// A page of the signals (hot or archived) the caller sent or received with one
+    /// correlation id, oldest first (`created_at`, then `id`).
+    async fn conversation(&self, q: &Conversation) -> Result<Vec<SignalRow>>;
 
     /// Whether the database answers.
     async fn ping(&self) -> Result<()>;

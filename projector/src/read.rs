@@ -16,11 +16,15 @@ use crate::queries::{
 };
 use crate::sql::Row;
 
+mod conversations;
 mod directives;
+mod pending;
+mod scheduled;
 
 pub(crate) const SIGNAL_COLS: &str = "id, tenant, from_identity, to_identity, signal_type, category, priority, \
     payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, delivered_at, \
-    expired_at, recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq, fanout_id";
+    expired_at, recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq, fanout_id, deliver_at, \
+    released_at, expired_reason";
 
 pub(crate) fn signal_row(r: &Row) -> Result<SignalRow> {
     Ok(SignalRow {
@@ -46,10 +50,13 @@ pub(crate) fn signal_row(r: &Row) -> Result<SignalRow> {
         acked_at: r.opt_ts("acked_at")?,
         last_event_seq: r.get("last_event_seq")?,
         fanout_id: r.opt_uuid("fanout_id")?,
+        deliver_at: r.opt_ts("deliver_at")?,
+        released_at: r.opt_ts("released_at")?,
+        expired_reason: r.get("expired_reason")?,
     })
 }
 
-fn status_sql(s: Option<StatusFilter>) -> &'static str {
+pub(crate) fn status_sql(s: Option<StatusFilter>) -> &'static str {
     match s {
         None => "TRUE",
         Some(StatusFilter::Pending) => "delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL",
@@ -77,12 +84,14 @@ impl Backend {
         limit: u32,
     ) -> Result<Vec<SignalRow>> {
         // Two index-backed halves (pending; delivered-unacked) rather than one OR, so each uses
-        // its partial index.
+        // its partial index. A scheduled row waits unseen until due or released
+        // (`bus::schedule::is_visible`, the rule a delivery is decided by).
         let sql = format!(
             "SELECT {SIGNAL_COLS} FROM ( \
                SELECT * FROM (SELECT * FROM signal_queue WHERE tenant = $1 AND to_identity = $2 \
                   AND delivered_at IS NULL AND expired_at IS NULL AND recalled_at IS NULL \
                   AND (expires_at IS NULL OR expires_at > $3) \
+                  AND (deliver_at IS NULL OR deliver_at <= $3 OR released_at IS NOT NULL) \
                 ORDER BY priority DESC, created_at ASC LIMIT $4) p \
                UNION ALL \
                SELECT * FROM (SELECT q.* FROM signal_queue q \

@@ -14,7 +14,7 @@ pub(crate) const SNAPSHOT_TABLES: [(&str, &str, &str, &str); 12] = [
         "signals",
         "id, tenant, from_identity, to_identity, signal_type, category, priority, payload, delivery_class, \
          recipient_state, publish_path, correlation_id, created_at, expires_at, delivered_at, expired_at, \
-         recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq, fanout_id",
+         recalled_at, delivered_via, resolved_to_session, acked_at, last_event_seq, fanout_id, expired_reason",
         "(SELECT {SIGNAL_COLS} FROM signal_queue UNION ALL SELECT {SIGNAL_COLS} FROM signal_history) s",
         "id",
     ),

@@ -1,18 +1,23 @@
 //! Groups and fan-out in the read models (CONTRACT §15), against PostgreSQL and SQLite: groups
 //! created, changed, deleted and created again, members added, removed and added again, applied
 //! one event per batch, answer the group queries and equal a rebuild (one batch); the signals of
-//! one group send, and of one correlation id, are found by their sender only, also archived.
+//! one group send, and of one correlation id, are found by their sender only, also archived; a
+//! conversation (one correlation id) lists the caller's sent and received signals, oldest first.
 
 mod support;
 
 use bus::catalog::Category;
 use bus::event::*;
 use chrono::{DateTime, Duration, Utc};
-use projector::queries::Queries;
+use projector::queries::{Conversation, Queries, Role, StatusFilter};
 use support::*;
 use uuid::Uuid;
 
-both_backends!(groups_and_fanouts_land_alike_live_and_rebuilt, a_batch_over_rows_of_earlier_batches_nets_out_alike);
+both_backends!(
+    groups_and_fanouts_land_alike_live_and_rebuilt,
+    a_batch_over_rows_of_earlier_batches_nets_out_alike,
+    a_conversation_is_both_roles_oldest_first_archived_too
+);
 
 fn created(group: &str, self_join: bool, at: DateTime<Utc>) -> Event {
     ev(at, EventBody::GroupCreated(GroupCreated { group: group.into(), self_join, announce: true }))
@@ -149,4 +154,50 @@ async fn a_batch_over_rows_of_earlier_batches_nets_out_alike(env: Env) {
     projector::rebuild(&env.log, m).await.unwrap();
     let rebuilt = m.snapshot().await.unwrap();
     assert_eq!(live, rebuilt, "{}", live.diff(&rebuilt));
+}
+
+/// One correlation id across two parties and a bystander: alice's conversation holds what she
+/// sent and received with it (archived rows too), oldest first, paged strictly after a row.
+async fn a_conversation_is_both_roles_oldest_first_archived_too(env: Env) {
+    let m = &env.models;
+    let t0 = Utc::now() - Duration::minutes(10);
+    let at = |s: i64| t0 + Duration::seconds(s);
+    let ids: Vec<Uuid> = (0..5).map(|_| Uuid::new_v4()).collect();
+    let events = vec![
+        member_sent(ids[0], "alice", "bob", None, at(1)),
+        member_sent(ids[1], "bob", "alice", None, at(2)),
+        member_sent(ids[2], "bob", "carol", None, at(3)),
+        sent(ids[3], "alice", "bob", Category::Info, at(4), Duration::hours(1)),
+        member_sent(ids[4], "carol", "alice", None, at(5)),
+        recalled(ids[0], "alice", at(6)),
+    ];
+    let seqs = env.append_all(&events).await;
+    assert!(m.apply_stored(&stored(seqs[0], events.clone()), seqs[0] - 1).await.unwrap());
+    assert_eq!(m.archive(Utc::now(), 10).await.unwrap(), 1, "the recalled one is history");
+
+    let page = |identity: &str, role, status, limit, after| Conversation {
+        tenant: TENANT.into(),
+        identity: identity.into(),
+        correlation_id: "review-7".into(),
+        role,
+        status,
+        limit,
+        after,
+    };
+    let ids_of = |rows: &[projector::queries::SignalRow]| rows.iter().map(|r| r.id).collect::<Vec<_>>();
+    let all = m.conversation(&page("alice", None, None, 10, None)).await.unwrap();
+    assert_eq!(ids_of(&all), [ids[0], ids[1], ids[4]], "both roles, oldest first, not bob's talk with carol");
+    let first = m.conversation(&page("alice", None, None, 2, None)).await.unwrap();
+    let after = first.last().map(|r| (r.created_at, r.id));
+    let rest = m.conversation(&page("alice", None, None, 2, after)).await.unwrap();
+    assert_eq!((ids_of(&first), ids_of(&rest)), (vec![ids[0], ids[1]], vec![ids[4]]));
+    let got = m.conversation(&page("alice", Some(Role::Received), None, 10, None)).await.unwrap();
+    assert_eq!(ids_of(&got), [ids[1], ids[4]]);
+    let got = m.conversation(&page("alice", Some(Role::Sent), Some(StatusFilter::Recalled), 10, None)).await.unwrap();
+    assert_eq!(ids_of(&got), [ids[0]]);
+    let got = m.conversation(&page("bob", None, None, 10, None)).await.unwrap();
+    assert_eq!(ids_of(&got), [ids[0], ids[1], ids[2]]);
+    let mut other = page("alice", None, None, 10, None);
+    other.tenant = "other".into();
+    assert!(m.conversation(&other).await.unwrap().is_empty(), "tenants apart");
 }

@@ -1,6 +1,7 @@
 //! The client verbs' command line: the connection flags every verb takes (`Conn`), and the
 //! subcommands and arguments of `agent`, `signal`, `inbox`, `listen`, `ack`, `plugin`, `admin`
-//! and `doctor` (`directive` and `group` keep theirs in `directives.rs` and `groups.rs`).
+//! and `doctor` (`directive` and `group` keep theirs in `directives.rs` and `groups.rs`,
+//! `admin expire` in `expire.rs`).
 //!
 //! Deliberately only clap types: `verbs.rs` runs them, `cli.rs` puts them into the command tree.
 
@@ -94,6 +95,14 @@ pub enum SignalCmd {
         /// creating another (at most 200 characters).
         #[arg(long)]
         dedupe_key: Option<String>,
+        /// Schedule it: deliver after this long, e.g. 90s, 1h, 2days (at most 30 days; async
+        /// only). The recipient cannot see it until then; its TTL counts from then.
+        #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "at")]
+        after: Option<std::time::Duration>,
+        /// Schedule it: deliver at this time, RFC 3339 (e.g. 2026-11-21T09:30:00Z), in the future
+        /// and at most 30 days ahead (async only).
+        #[arg(long)]
+        at: Option<String>,
         #[command(flatten)]
         conn: Conn,
     },
@@ -114,6 +123,13 @@ pub enum SignalCmd {
         /// Recall each of your signals with this correlation id.
         #[arg(long)]
         correlation: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Show the conversation a signal belongs to: your signals with its correlation id, oldest
+    /// first (the signal alone when it has none).
+    Thread {
+        signal_id: String,
         #[command(flatten)]
         conn: Conn,
     },
@@ -144,6 +160,10 @@ pub struct InboxArgs {
     /// Deliver the pending signals (delivered_via inbox) instead of only listing them.
     #[arg(long)]
     pub drain: bool,
+    /// Wait up to this long (at most 60s) for a signal when none is pending: the answer comes
+    /// as soon as one is, or empty after the wait.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub wait: Option<std::time::Duration>,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -213,6 +233,9 @@ pub enum AdminCmd {
         #[command(flatten)]
         conn: Conn,
     },
+    /// Force-expire a tenant's pending signals by filter (at least one besides --tenant); each
+    /// races its delivery on the stream, so none ends both delivered and expired.
+    Expire(super::expire::ExpireArgs),
 }
 
 #[derive(Debug, Args)]

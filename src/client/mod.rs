@@ -15,12 +15,14 @@
 //! - `verbs`: `run`, one HTTP call (or two) per verb.
 //! - `http`: the request, its token and URL, and a `Failure`; `render`: tables and errors.
 //! - `listen`: the WebSocket session of `listen`.
+//! - `expire`: `admin expire`, the operator's force-expire, its flags and printing.
 //! - `directives`, `groups`: the `directive` and `group` verbs, flags and printing each;
 //!   `wait`: `--wait` until a directive ends, and its exit codes; `fanout`: the answers of a
 //!   send to `@group` and of recalling many.
 
 pub(crate) mod args;
 pub(crate) mod directives;
+pub(crate) mod expire;
 mod fanout;
 pub(crate) mod groups;
 pub(crate) mod http;

@@ -28,6 +28,7 @@ pub async fn run(command: Command) -> i32 {
             let r = call(&conn, Method::POST, "/v1/admin/rebuild", None).await.map(|v| print(conn.json, &v, None, &[]));
             (conn, r)
         }
+        Command::Admin(AdminCmd::Expire(args)) => super::expire::run(args).await,
         Command::Doctor(args) => doctor(args).await,
         Command::Directive(cmd) => super::directives::run(cmd).await,
         Command::Group(cmd) => super::groups::run(cmd).await,
@@ -113,7 +114,18 @@ fn bounce_hint(to: &str, signal_type: &str, class: Option<&str>) -> String {
 
 async fn signal(cmd: SignalCmd) -> Outcome {
     match cmd {
-        SignalCmd::Send { to, signal_type, payload, delivery_class, ttl_seconds, correlation_id, dedupe_key, conn } => {
+        SignalCmd::Send {
+            to,
+            signal_type,
+            payload,
+            delivery_class,
+            ttl_seconds,
+            correlation_id,
+            dedupe_key,
+            after,
+            at,
+            conn,
+        } => {
             let class = delivery_class.clone();
             let payload: Value = match serde_json::from_str(&payload) {
                 Ok(p) => p,
@@ -125,6 +137,9 @@ async fn signal(cmd: SignalCmd) -> Outcome {
                 ("ttl_seconds", ttl_seconds.map(Value::from)),
                 ("correlation_id", correlation_id.map(Value::from)),
                 ("dedupe_key", dedupe_key.map(Value::from)),
+                // Whole seconds, rounded up: `--after 1500ms` is not due before it says.
+                ("deliver_after_seconds", after.map(|d| Value::from(d.as_secs() + u64::from(d.subsec_nanos() > 0)))),
+                ("deliver_at", at.map(Value::from)),
             ];
             for (k, v) in fields {
                 if let Some(v) = v {
@@ -167,6 +182,32 @@ async fn signal(cmd: SignalCmd) -> Outcome {
             };
             (conn, r)
         }
+        SignalCmd::Thread { signal_id, conn } => {
+            let path = format!("/v1/signals/{}", segment(&signal_id));
+            let r = match call(&conn, Method::GET, &path, None).await {
+                Ok(row) => match row.get("correlation_id").and_then(Value::as_str) {
+                    Some(c) => {
+                        let path = format!("/v1/signals?correlation_id={}&limit=1000", segment(c));
+                        call(&conn, Method::GET, &path, None).await.map(|v| {
+                            let mut rows = v.get("signals").and_then(Value::as_array).cloned().unwrap_or_default();
+                            for row in &mut rows {
+                                row["status"] = json!(status_of(row));
+                            }
+                            print(conn.json, &v, Some(&rows), SIGNAL_COLUMNS)
+                        })
+                    }
+                    None => {
+                        let v = json!({ "signals": [row] });
+                        let mut rows = vec![row];
+                        rows[0]["status"] = json!(status_of(&rows[0]));
+                        print(conn.json, &v, Some(&rows), SIGNAL_COLUMNS);
+                        Ok(())
+                    }
+                },
+                Err(e) => Err(e),
+            };
+            (conn, r)
+        }
         SignalCmd::Show { signal_id, conn } => {
             let path = format!("/v1/signals/{}", segment(&signal_id));
             let r = call(&conn, Method::GET, &path, None).await.map(|v| print(conn.json, &v, None, &[]));
@@ -197,9 +238,20 @@ async fn signal(cmd: SignalCmd) -> Outcome {
 }
 
 async fn inbox(args: InboxArgs) -> Outcome {
-    let path = if args.drain { "/v1/inbox?drain=true" } else { "/v1/inbox" };
+    let mut q = vec![];
+    if args.drain {
+        q.push("drain=true".to_string());
+    }
     let conn = args.conn;
-    let r = call(&conn, Method::GET, path, None).await.map(|v| {
+    if let Some(w) = args.wait {
+        if w > std::time::Duration::from_secs(60) {
+            return (conn, Err(Failure::Usage("--wait is at most 60s".into())));
+        }
+        // Whole seconds, rounded up: a wait never ends before the one asked for.
+        q.push(format!("wait={}", w.as_secs() + u64::from(w.subsec_nanos() > 0)));
+    }
+    let path = if q.is_empty() { "/v1/inbox".to_string() } else { format!("/v1/inbox?{}", q.join("&")) };
+    let r = call(&conn, Method::GET, &path, None).await.map(|v| {
         let rows = v.get("signals").and_then(Value::as_array).cloned().unwrap_or_default();
         print(conn.json, &v, Some(&rows), &["id", "from", "type", "priority", "created_at", "expires_at", "payload"])
     });

@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{header, HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::Message;
@@ -30,12 +32,23 @@ pub struct Buffer {
     signals: Mutex<VecDeque<Value>>,
     /// Called with each newly buffered signal (the announcement to the MCP client).
     on_signal: Mutex<Option<OnSignal>>,
+    /// Notified when a signal is buffered (a waiting `check_inbox`).
+    arrived: Notify,
 }
 
 impl Buffer {
     /// Takes every buffered signal, to hand over now.
     pub fn take(&self) -> Vec<Value> {
         self.signals.lock().unwrap().drain(..).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.signals.lock().unwrap().is_empty()
+    }
+
+    /// Resolves once a signal is buffered after it was enabled (or first polled).
+    pub fn arrived(&self) -> Notified<'_> {
+        self.arrived.notified()
     }
 
     pub fn on_signal(&self, f: OnSignal) {
@@ -53,6 +66,7 @@ impl Buffer {
             }
             held.push_back(signal.clone());
         }
+        self.arrived.notify_waiters();
         let notify = self.on_signal.lock().unwrap().clone();
         if let Some(f) = notify {
             f(&signal);

@@ -95,8 +95,15 @@ impl Shim {
                     (_, r) => r,
                 }
             }
-            Call::CheckInbox { drain, limit } => {
+            Call::CheckInbox { drain, limit, wait_seconds } => {
+                if *wait_seconds > 0 {
+                    self.wait_for_signal(*wait_seconds).await;
+                }
                 self.http(Method::GET, &format!("/v1/inbox?drain={drain}&limit={limit}"), None).await.1
+            }
+            Call::ListSignals { query } => {
+                let q: Vec<String> = query.iter().map(|(k, v)| format!("{k}={}", segment(v))).collect();
+                self.http(Method::GET, &format!("/v1/signals?{}", q.join("&")), None).await.1
             }
             Call::Ack { signal_ids } => {
                 self.http(Method::POST, "/v1/inbox/ack", Some(json!({ "signal_ids": signal_ids }))).await.1
@@ -131,6 +138,24 @@ impl Shim {
                 self.http(Method::POST, &path, Some(Value::Object(body.clone()))).await.1
             }
             Call::ListGroups => self.http(Method::GET, "/v1/groups", None).await.1,
+        }
+    }
+
+    /// Waits up to `secs` for a signal for the agent: pushed to the shim's session (the
+    /// buffer), or pending on the bus (`GET /v1/inbox?wait=`, which only looks, so cutting it
+    /// short loses nothing). Returns at once when the buffer already holds one.
+    async fn wait_for_signal(&self, secs: u64) {
+        let arrived = self.buffer.arrived();
+        tokio::pin!(arrived);
+        arrived.as_mut().enable();
+        if !self.buffer.is_empty() {
+            return;
+        }
+        let path = format!("/v1/inbox?limit=1&wait={secs}");
+        let pending = self.http(Method::GET, &path, None);
+        tokio::select! {
+            _ = arrived => {}
+            _ = pending => {}
         }
     }
 
@@ -192,6 +217,10 @@ impl ServerHandler for Shim {
             }
         };
         let outcome = self.forward(&call).await;
+        // A list of the agent's own signals carries no others (as `/mcp` answers it).
+        if matches!(call, Call::ListSignals { .. }) {
+            return Ok(call::answer(outcome, Vec::new()).into());
+        }
         let handed = self.buffer.take();
         self.ack(&handed);
         let result = match (call, outcome) {

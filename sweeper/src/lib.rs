@@ -1,5 +1,6 @@
-//! The sweeper: every pending signal gets its `signal.expired` event on time, at scale, from
-//! exactly one active sweeper; and the read models stay lean (archival, retention).
+//! The sweeper: every pending signal gets its `signal.expired` event on time, and every
+//! scheduled one its `signal.released` (CONTRACT §16), at scale, from exactly one active
+//! sweeper; and the read models stay lean (archival, retention).
 //!
 //! Deliberately decides no expiry itself: the pure rules (`bus::signal::decide`) do, and every
 //! expiry is appended with the per-signal compare-and-set (`bus::store`), so a racing delivery
@@ -42,6 +43,9 @@
 //! - `config`: `SweeperConfig` and defaults. `lease`: `Lease`, the advisory lock.
 //! - `timers`: the timer set (pure; tested on paused time). `scan`: the backstop scan.
 //! - `expire`: one expiry and its outcome. `tally`: counts shared by timers and scan.
+//! - `release`: scheduled signals released at `deliver_at` (CONTRACT §16) — timers from the
+//!   scheduled `signal.sent` on the tail, the backstop over the due-release index, each release
+//!   through the per-signal compare-and-set.
 //! - `directives`: directive expiry at the deadline — timers from `directive.requested` on the
 //!   tail, the backstop over the open-by-deadline index, each through `execute_directive(Expire)`.
 //! - `directive_effects`: every other directive event's lifecycle signals and recalls carried
@@ -57,6 +61,7 @@ pub mod expire;
 pub mod lease;
 pub mod metrics;
 mod readmodels;
+pub mod release;
 pub mod retention;
 pub mod scan;
 pub mod status;

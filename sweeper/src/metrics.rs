@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use bus::catalog::TypeTable;
 
-/// `signalbus_signals_expired_total{signal_type}` (counter): expiries this process appended.
+/// `signalbus_signals_expired_total{signal_type,reason}` (counter): expiries this process
+/// appended, all `reason="ttl"` (the gateway records `forced` and `removed` in the same series).
 pub const SIGNALS_EXPIRED_TOTAL: &str = "signalbus_signals_expired_total";
+/// The `reason` of every expiry the sweeper appends (`bus::event::ExpiryReason::Ttl`).
+const TTL: &str = bus::event::ExpiryReason::Ttl.as_str();
 /// `signalbus_sweeper_runs_total` (counter): completed backstop runs (scan + retention).
 pub const SWEEPER_RUNS_TOTAL: &str = "signalbus_sweeper_runs_total";
 /// `signalbus_sweeper_last_run_timestamp_seconds` (gauge): unix time the last run finished.
@@ -16,6 +19,10 @@ pub const SWEEPER_LAST_RUN_TIMESTAMP_SECONDS: &str = "signalbus_sweeper_last_run
 /// `signalbus_sweeper_expiry_lag_seconds` (histogram): how long after `expires_at` the
 /// `signal.expired` event was appended. The on-time target is p99 < 1 s.
 pub const SWEEPER_EXPIRY_LAG_SECONDS: &str = "signalbus_sweeper_expiry_lag_seconds";
+/// `signalbus_sweeper_release_lag_seconds` (histogram): how long after `deliver_at` a scheduled
+/// signal's `signal.released` was appended (CONTRACT §16; the on-time target is p99 < 1 s). Its
+/// `_count` is the releases this process appended.
+pub const SWEEPER_RELEASE_LAG_SECONDS: &str = "signalbus_sweeper_release_lag_seconds";
 /// `signalbus_sweeper_leader` (gauge): 1 while this process holds the lease, else 0.
 pub const SWEEPER_LEADER: &str = "signalbus_sweeper_leader";
 
@@ -23,8 +30,13 @@ pub const SWEEPER_LEADER: &str = "signalbus_sweeper_leader";
 /// sender cannot blow up the label set.
 pub fn record_expired(types: &TypeTable, signal_type: &str, lag: Duration) {
     let label = types.metric_label(signal_type).to_string();
-    metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => label).increment(1);
+    metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => label, "reason" => TTL).increment(1);
     metrics::histogram!(SWEEPER_EXPIRY_LAG_SECONDS).record(lag.as_secs_f64());
+}
+
+/// One release this process appended, `lag` after its `deliver_at`.
+pub fn record_released(lag: Duration) {
+    metrics::histogram!(SWEEPER_RELEASE_LAG_SECONDS).record(lag.as_secs_f64());
 }
 
 /// `signalbus_directives_finished_total{directive_type,outcome}` and
@@ -60,14 +72,20 @@ pub fn init(types: &TypeTable) {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(
         SIGNALS_EXPIRED_TOTAL,
-        "Signals expired: by the sweeper past their TTL, by a gateway when their recipient is removed."
+        "Signals expired, by type and reason: ttl (the sweeper), removed (a gateway, when their recipient is removed), forced (a gateway, an operator's force-expire)."
     );
     describe_counter!(SWEEPER_RUNS_TOTAL, "Completed sweeper backstop runs (overdue scan and retention).");
     describe_gauge!(SWEEPER_LAST_RUN_TIMESTAMP_SECONDS, Unit::Seconds, "Unix time the last sweeper run finished.");
     describe_histogram!(SWEEPER_EXPIRY_LAG_SECONDS, Unit::Seconds, "How long after expires_at an expiry was appended.");
     describe_gauge!(SWEEPER_LEADER, "1 while this process holds the sweeper lease, else 0.");
+    describe_histogram!(
+        SWEEPER_RELEASE_LAG_SECONDS,
+        Unit::Seconds,
+        "How long after deliver_at a scheduled signal's release was appended."
+    );
+    let _ = metrics::histogram!(SWEEPER_RELEASE_LAG_SECONDS);
     for t in types.types.keys().map(String::as_str).chain(["other"]) {
-        metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => t.to_string()).increment(0);
+        metrics::counter!(SIGNALS_EXPIRED_TOTAL, "signal_type" => t.to_string(), "reason" => TTL).increment(0);
     }
     metrics::counter!(SWEEPER_RUNS_TOTAL).increment(0);
     let _ = metrics::histogram!(SWEEPER_EXPIRY_LAG_SECONDS);

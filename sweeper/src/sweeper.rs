@@ -1,6 +1,7 @@
 //! The sweeper process: wait for the lease, then lead — follow the stream tail into the timers,
-//! expire what the timers fire, and run the backstop (scan, retention, status fact) every
-//! `sweep_interval`, starting at once — until shutdown or the lease is lost.
+//! expire (and release, for scheduled signals) what the timers fire, and run the backstop (scan,
+//! releases, retention, status fact) every `sweep_interval`, starting at once — until shutdown
+//! or the lease is lost.
 //!
 //! Deliberately owns no rule about signals (`bus::store` decides every expiry) and no SQL (the
 //! read models answer through `Queries` and `Archiver`).
@@ -25,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::expire::{expire_pending, Outcome};
 use crate::lease::Held;
 use crate::metrics;
+use crate::release::{self, ReleaseTimers, Released, Scheduled};
 use crate::retention::{self, Archiver};
 use crate::scan::{self, ScanLimits};
 use crate::status::{self, RunReport};
@@ -49,10 +51,11 @@ struct Ctx {
     tally: Arc<Tally>,
 }
 
-/// What a backstop run hands the timers: signals and directives due within the window.
+/// What a backstop run hands the timers: signals, releases and directives due within the window.
 #[derive(Debug, Default)]
 struct Upcoming {
     signals: Vec<projector::queries::Overdue>,
+    releases: Vec<projector::queries::DueRelease>,
     directives: Vec<projector::queries::OverdueDirective>,
 }
 
@@ -100,6 +103,8 @@ impl Sweeper {
 async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> Result<()> {
     let cfg = &ctx.config;
     let mut timers = Timers::new(cfg.lookahead());
+    let mut release_timers = ReleaseTimers::new(cfg.lookahead());
+    let mut release_inflight: JoinSet<(SignalKey, Scheduled, Result<Released>)> = JoinSet::new();
     let mut directive_timers = DirectiveTimers::new(cfg.lookahead());
     let mut directive_inflight: JoinSet<(DirectiveKey, chrono::DateTime<Utc>, Result<DirectiveOutcome>)> =
         JoinSet::new();
@@ -135,6 +140,10 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                             let pending = (&o).into();
                             timers.offer(SignalKey { tenant: o.tenant, id: o.id }, pending, now);
                         }
+                        for r in upcoming.releases {
+                            let scheduled = Scheduled::from(&r);
+                            release_timers.offer(SignalKey { tenant: r.tenant, id: r.id }, scheduled, now);
+                        }
                         for d in upcoming.directives {
                             directive_timers.offer(DirectiveKey { tenant: d.tenant, id: d.directive_id }, d.deadline, now);
                         }
@@ -147,6 +156,7 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                 Some(Ok(Stored { seq, event, .. })) => {
                     next_seq = seq + 1;
                     timers.observe(seq, &event, Utc::now());
+                    release_timers.observe(seq, &event, Utc::now());
                     directive_timers.observe(&event, Utc::now());
                     if let Some(id) = directive_effects::followed(&event) {
                         if effects_backstop.len() < directive_effects::MAX_PENDING {
@@ -180,6 +190,25 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                     let outcome = expire_pending(&ctx.store, &ctx.types, &due.key.tenant, due.key.id, &due.pending).await;
                     (due, outcome)
                 });
+            }
+            (key, scheduled) = release_timers.next_due(), if release_inflight.len() < cfg.concurrency => {
+                let ctx = ctx.clone();
+                release_inflight.spawn(async move {
+                    let outcome = release::release_scheduled(&ctx.store, &key.tenant, key.id, &scheduled).await;
+                    (key, scheduled, outcome)
+                });
+            }
+            Some(joined) = release_inflight.join_next() => {
+                let (key, scheduled, outcome) = joined.map_err(|e| Error::Task(e.to_string()))?;
+                match outcome {
+                    // As for expiries: our wall clock and the timer's disagree by a hair.
+                    Ok(Released::NotYetDue) => {
+                        let soon = scheduled.deliver_at + chrono::Duration::milliseconds(10);
+                        release_timers.offer_at(key, scheduled, soon, Utc::now());
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(tenant = %key.tenant, signal_id = %key.id, error = %e, "release failed; the next run retries"),
+                }
             }
             (key, deadline) = directive_timers.next_due(), if directive_inflight.len() < cfg.concurrency => {
                 let ctx = ctx.clone();
@@ -221,6 +250,7 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
         let _ = task.await;
     }
     while inflight.join_next().await.is_some() {}
+    while release_inflight.join_next().await.is_some() {}
     while directive_inflight.join_next().await.is_some() {}
     // Pending checks are dropped: the gateways did their part, and a next leader follows the
     // tail from the read models' position.
@@ -247,12 +277,15 @@ async fn backstop(ctx: Arc<Ctx>, cancel: CancellationToken) -> Result<Upcoming> 
     let started = Instant::now();
     let limits = ScanLimits { page: cfg.page, concurrency: cfg.concurrency };
     let scanned = scan::expire_overdue(&ctx.store, &ctx.queries, &ctx.types, &limits, &ctx.tally, &cancel).await?;
+    // After the expiries: what ran out while everyone was down expires, the rest is released.
+    let released = release::release_due(&ctx.store, &ctx.queries, &limits, &cancel).await?;
     let directives_scanned =
         directives::expire_overdue(&ctx.store, &ctx.queries, &ctx.types, cfg.page, cfg.concurrency, &cancel).await?;
     let retained =
         retention::pass(ctx.archiver.as_ref(), Utc::now(), cfg.archive_after, cfg.retention, cfg.archive_batch).await?;
     let upcoming = Upcoming {
         signals: scan::upcoming(&ctx.queries, Utc::now(), cfg.lookahead(), cfg.preload_limit).await?,
+        releases: release::upcoming(&ctx.queries, Utc::now(), cfg.lookahead(), cfg.preload_limit).await?,
         directives: directives::upcoming(&ctx.queries, Utc::now(), cfg.lookahead(), cfg.preload_limit).await?,
     };
     let report = RunReport {
@@ -265,6 +298,9 @@ async fn backstop(ctx: Arc<Ctx>, cancel: CancellationToken) -> Result<Upcoming> 
     tracing::info!(
         scan_expired = scanned.counts.expired,
         scan_pages = scanned.pages,
+        released = released.released,
+        releases_ended = released.ended,
+        releases_failed = released.failed,
         directives_expired = directives_scanned.expired,
         directives_ended = directives_scanned.ended,
         directives_failed = directives_scanned.failed,
@@ -275,6 +311,7 @@ async fn backstop(ctx: Arc<Ctx>, cancel: CancellationToken) -> Result<Upcoming> 
         archived = retained.archived,
         purged = retained.purged,
         preloaded = upcoming.signals.len(),
+        preloaded_releases = upcoming.releases.len(),
         preloaded_directives = upcoming.directives.len(),
         run_seconds = report.duration.as_secs_f64(),
         "sweep run finished"

@@ -87,6 +87,11 @@ impl<K: Clone + Eq + Hash, V> TimerSet<K, V> {
         true
     }
 
+    /// The value the timer of `key` holds, to update in place (the timer keeps its instant).
+    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        self.entries.get_mut(key).map(|(_, value)| value)
+    }
+
     /// Removes the timer of `key` (its signal or directive ended). Returns whether one was set.
     pub fn cancel(&mut self, key: &K) -> bool {
         match self.entries.remove(key) {
@@ -127,7 +132,8 @@ impl Timers {
 
     /// Follows one stream event stored at `seq`: a send sets its signal's timer (when due within
     /// the window; `seq` is then its subject's last sequence, the expiry's compare-and-set), a
-    /// delivery, recall or expiry clears it. Other events are ignored.
+    /// delivery, recall or expiry clears it, a release moves that sequence. Other events are
+    /// ignored.
     pub fn observe(&mut self, seq: u64, event: &Event, now_utc: DateTime<Utc>) {
         let key = |id: Uuid| SignalKey { tenant: event.tenant.clone(), id };
         match &event.body {
@@ -145,6 +151,12 @@ impl Timers {
             | EventBody::SignalExpired(SignalExpired { signal_id, .. })
             | EventBody::SignalRecalled(SignalRecalled { signal_id, .. }) => {
                 self.cancel(&key(*signal_id));
+            }
+            // A scheduled signal released: still pending, its expiry now expects the release.
+            EventBody::SignalReleased(r) => {
+                if let Some(pending) = self.get_mut(&key(r.signal_id)) {
+                    pending.last_seq = seq;
+                }
             }
             _ => {}
         }

@@ -42,3 +42,18 @@ async fn given_a_stale_read_model_hint_when_expiring_without_a_read_then_the_str
 async fn given_open_directives_when_deadlines_pass_then_each_expires_once_on_time_or_at_the_first_run() {
     scenarios::directives::directives(Bed::embedded().await).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_scheduled_signals_when_they_fall_due_then_the_timers_release_each_once_within_a_second() {
+    scenarios::scheduled::on_time(Bed::embedded().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_overdue_scheduled_signals_when_sweepers_restart_then_the_first_run_releases_each_exactly_once() {
+    scenarios::scheduled::restart(Bed::embedded().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_recalls_racing_releases_then_each_signal_is_recalled_and_released_at_most_once() {
+    scenarios::scheduled::races(Bed::embedded().await).await;
+}

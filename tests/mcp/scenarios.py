@@ -25,7 +25,8 @@ from mcp.shared.exceptions import MCPError
 RODE = []  # ids of every signal that rode along on a tool result (not check_inbox's own)
 TOOLS = ["send_signal", "recall_signal", "check_inbox", "ack_signals",
          "get_signal", "list_agents", "record_fact", "plugin_state",
-         "create_directive", "get_directive", "list_directives", "update_directive", "list_groups"]
+         "create_directive", "get_directive", "list_directives", "update_directive", "list_groups",
+         "list_signals"]
 
 
 def check(cond, what, *context):
@@ -106,20 +107,25 @@ async def tools(bus, args):
     token = bus.register("alice")
     async with bus.mcp(token) as c:
         listed = (await c.list_tools()).tools
-        check([t.name for t in listed] == TOOLS, "the thirteen tools, in order", [t.name for t in listed])
+        check([t.name for t in listed] == TOOLS, "the fourteen tools, in order", [t.name for t in listed])
         required = {"send_signal": ["to", "type"], "recall_signal": [], "check_inbox": [],
                     "ack_signals": ["signal_ids"], "get_signal": ["signal_id"], "list_agents": [],
                     "record_fact": ["plugin", "fact_type", "state"], "plugin_state": ["plugin"],
                     "create_directive": ["to", "type", "idempotency_key"], "get_directive": ["directive_id"],
-                    "list_directives": [], "update_directive": ["directive_id", "action"], "list_groups": []}
+                    "list_directives": [], "update_directive": ["directive_id", "action"], "list_groups": [],
+                    "list_signals": []}
         for t in listed:
             s = t.input_schema
             check(s["type"] == "object" and s["required"] == required[t.name], f"{t.name} schema", s)
             check(len(t.description) > 80, f"{t.name} has a description for the model", t.description)
             for field, spec in s["properties"].items():
                 check(spec.get("description"), f"{t.name}.{field} is described", spec)
+        inbox = next(t for t in listed if t.name == "check_inbox").input_schema["properties"]
+        check(inbox["wait_seconds"]["maximum"] == 50, "check_inbox waits up to 50 s", inbox)
         send = next(t for t in listed if t.name == "send_signal").input_schema["properties"]
         check(send["delivery_class"]["enum"] == ["sync", "async"], "delivery classes", send)
+        check(send["deliver_after_seconds"]["maximum"] == 2592000 and send["deliver_at"]["format"] == "date-time",
+              "a send may be scheduled", send)
         # The session is a bus session: piggyback, shim, available.
         me = bus.state_of(token, "alice")
         check(me["state"] == "available" and me["live_sessions"] == 1, "the mcp session is live", me)
@@ -142,6 +148,16 @@ async def sends(bus, args):
         check(e["recipient_state"] == "not_available_offline" and e["signal_id"], "bounce details", e)
         q = await ok(c, "send_signal", {"to": "bob", "type": "StatusUpdate", "payload": {"n": 1}})
         check(q["queued"] is True and q["delivered"] is False and q["publish_path"] == "queued_offline", "async", q)
+        # Later, not now (CONTRACT §16): scheduled, recallable until delivered; never a sync one.
+        later = await ok(c, "send_signal", {"to": "bob", "type": "ReviewRequested", "payload": {"pr": 7},
+                                            "deliver_after_seconds": 3600})
+        check(later["publish_path"] == "scheduled" and later["queued"] is True and later["deliver_at"], "scheduled",
+              later)
+        e = await fails(c, "send_signal", {"to": "bob", "type": "Question", "deliver_after_seconds": 60},
+                        "invalid_request")
+        check("sync" in e["message"], "a sync signal is not scheduled", e)
+        r = await ok(c, "recall_signal", {"signal_id": later["signal_id"]})
+        check(r == {"outcome": "recalled"}, "a scheduled signal is recalled before it is due", r)
         # To the WebSocket agent: pushed, and delivered: true only once the stream holds it.
         d = await ok(c, "send_signal", {"to": "carol", "type": "Question", "dedupe_key": "q-1",
                                         "payload": {"ask": "ready?"}})
@@ -225,6 +241,48 @@ async def announce(bus, args):
         check([x["payload"] for x in got["signals"]] == [{"q": "lunch?"}], "then drained", got)
 
 
+async def waiting(bus, args):
+    """check_inbox with wait_seconds is answered when a signal arrives (well before its wait), or
+    empty after it; list_signals reads one conversation, the caller's own signals, oldest first."""
+    alice, bob, carol = bus.register("alice"), bus.register("bob"), bus.register("carol")
+    loop = asyncio.get_running_loop()
+    async with bus.mcp(bob) as b:
+        started = loop.time()
+        waiting = asyncio.ensure_future(ok(b, "check_inbox", {"drain": True, "wait_seconds": 30}))
+        await asyncio.sleep(0.5)
+        check(not waiting.done(), "nothing pending: it waits", waiting)
+        _, s = bus.http("POST", "/v1/signals", alice, {"to": "bob", "type": "Question", "delivery_class": "async",
+                                                        "correlation_id": "thread-1", "payload": {"q": "lunch?"}})
+        got = await asyncio.wait_for(waiting, 20)
+        check([x["id"] for x in got["signals"]] == [s["signal_id"]], "answered with the signal", got, s)
+        check(loop.time() - started < 15, "answered when it came, not at the end of the wait", got)
+        check(bus.row(bob, s["signal_id"])["delivered_via"] == "inbox", "drained", s)
+        started = loop.time()
+        empty = await ok(b, "check_inbox", {"wait_seconds": 1})
+        check(empty["signals"] == [] and loop.time() - started >= 1, "empty after the wait", empty)
+        e = await fails(b, "check_inbox", {"wait_seconds": 51}, "invalid_request")
+        check(e["message"] == "wait_seconds must be a whole number from 0 to 50", "names the field", e)
+
+        r = await ok(b, "send_signal", {"to": "alice", "type": "StatusUpdate", "correlation_id": "thread-1",
+                                        "payload": {"a": "yes"}})
+        bus.http("POST", "/v1/signals", carol, {"to": "alice", "type": "StatusUpdate", "correlation_id": "thread-1"})
+        bus.http("POST", "/v1/signals", alice, {"to": "bob", "type": "StatusUpdate", "correlation_id": "thread-2"})
+        thread = await ok(b, "list_signals", {"correlation_id": "thread-1"})
+        check([x["id"] for x in thread["signals"]] == [s["signal_id"], r["signal_id"]]
+              and thread["next_cursor"] is None, "bob's side of the thread, oldest first", thread)
+        check([x["from_identity"] for x in thread["signals"]] == ["alice", "bob"], "both roles", thread)
+        first = await ok(b, "list_signals", {"correlation_id": "thread-1", "limit": 1})
+        rest = await ok(b, "list_signals", {"correlation_id": "thread-1", "limit": 1, "cursor": first["next_cursor"]})
+        check([x["id"] for x in first["signals"] + rest["signals"]] == [s["signal_id"], r["signal_id"]], "paged",
+              first, rest)
+        sent = await ok(b, "list_signals", {"correlation_id": "thread-1", "role": "sent"})
+        check([x["id"] for x in sent["signals"]] == [r["signal_id"]], "role sent", sent)
+        newest = await ok(b, "list_signals", {})
+        check(newest["signals"][0]["correlation_id"] == "thread-2", "without a correlation_id: newest first", newest)
+        e = await fails(b, "list_signals", {"status": "lost"}, "invalid_request")
+        check("status" in e["message"], "names the field", e)
+
+
 async def bad_input(bus, args):
     token = bus.register("alice")
     bus.register("bob")
@@ -272,7 +330,7 @@ async def stdio(bus, args):
     _, early = bus.http("POST", "/v1/signals", bob, {"to": "alice", "type": "TaskAssigned", "payload": {"n": 0}})
     async with Client(server, logging_callback=on_log) as c:
         listed = [t.name for t in (await c.list_tools()).tools]
-        check(listed == TOOLS, "the same thirteen tools", listed)
+        check(listed == TOOLS, "the same fourteen tools", listed)
         q = await ok(c, "send_signal", {"to": "bob", "type": "StatusUpdate"})
         check(q["queued"] and q["publish_path"] == "queued_offline", "async to an offline agent", q)
         await fails(c, "send_signal", {"to": "bob", "type": "Blocker"}, "recipient_unavailable")
@@ -310,6 +368,16 @@ async def stdio(bus, args):
         r = await ok(c, "recall_signal", {"signal_id": q["signal_id"]})
         check(r == {"outcome": "recalled"}, "recall through the shim", r)
         await ok(c, "check_inbox", {"drain": True})
+        # A wait through the shim ends when a signal is pushed to its session.
+        started = asyncio.get_running_loop().time()
+        waiting = asyncio.ensure_future(ok(c, "check_inbox", {"wait_seconds": 30}))
+        await asyncio.sleep(0.5)
+        _, w = bus.http("POST", "/v1/signals", bob, {"to": "alice", "type": "StatusUpdate", "correlation_id": "c-1"})
+        got = await asyncio.wait_for(waiting, 20)
+        check(w["signal_id"] in [x["id"] for x in got["signals"]], "the wait ends with the signal", got, w)
+        check(asyncio.get_running_loop().time() - started < 15, "when it came", got)
+        thread = await ok(c, "list_signals", {"correlation_id": "c-1"})
+        check([x["id"] for x in thread["signals"]] == [w["signal_id"]], "a conversation through the shim", thread)
     await eventually("the shim's session closed with it",
                      lambda: bus.state_of(bob, "alice")["state"] == "not_available_offline")
 
@@ -353,7 +421,7 @@ async def team(bus, args):
         await fails(a, "send_signal", {"to": "@nobody", "type": "StatusUpdate"}, "unknown_group")
 
 
-SCENARIOS = {f.__name__: f for f in [tools, sends, piggyback, announce, bad_input, stdio, team]}
+SCENARIOS = {f.__name__: f for f in [tools, sends, piggyback, announce, waiting, bad_input, stdio, team]}
 
 if __name__ == "__main__":
     name, raw = sys.argv[1], sys.argv[2]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use bus::catalog::TypeTable;
 use bus::event::{Entity, EventBody, RecipientState};
-use bus::send::{decide_send, RecipientView, SendDecision, SendRequest, DEFAULT_MAX_PAYLOAD_BYTES};
+use bus::send::{decide_send, RecipientView, SendDecision, SendLimits, SendRequest};
 use bus::store::SignalStore;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -115,6 +115,8 @@ async fn send_overdue(store: &SignalStore, i: usize, at: DateTime<Utc>) -> anyho
         ttl_seconds: Some(60),
         correlation_id: None,
         dedupe_key: None,
+        deliver_after_seconds: None,
+        deliver_at: None,
     };
     let offline = RecipientView {
         registered: true,
@@ -122,9 +124,8 @@ async fn send_overdue(store: &SignalStore, i: usize, at: DateTime<Utc>) -> anyho
         has_live_ws: false,
         freshest_session: None,
     };
-    let decision =
-        decide_send(&TypeTable::default(), TENANT, "bench-sender", req, offline, at, DEFAULT_MAX_PAYLOAD_BYTES)
-            .map_err(|e| anyhow::anyhow!("decide_send: {e}"))?;
+    let decision = decide_send(&TypeTable::default(), TENANT, "bench-sender", req, offline, at, SendLimits::default())
+        .map_err(|e| anyhow::anyhow!("decide_send: {e}"))?;
     if !matches!(decision, SendDecision::Accepted(_)) {
         bail!("an async send to an offline recipient must be queued");
     }

@@ -13,7 +13,7 @@ use super::{lifecycle_signals, requested_signal_id, requests_to_recall, Directiv
 use crate::catalog::{TypeTable, MIN_TTL_SECONDS};
 use crate::error::DomainResult;
 use crate::event::EventBody;
-use crate::send::{decide_send, RecipientView, SendDecision, SendRequest, DEFAULT_MAX_PAYLOAD_BYTES};
+use crate::send::{decide_send, RecipientView, SendDecision, SendLimits, SendRequest, DEFAULT_MAX_PAYLOAD_BYTES};
 
 /// The effects of one appended directive event, for the caller to carry out after the append.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -55,6 +55,8 @@ pub fn lifecycle_request(signal: &LifecycleSignal, now: DateTime<Utc>) -> SendRe
         ttl_seconds: Some(ttl.min(signal.ttl_seconds.max(MIN_TTL_SECONDS))),
         correlation_id: Some(signal.correlation_id.clone()),
         dedupe_key: Some(signal.dedupe_key.clone()),
+        deliver_after_seconds: None,
+        deliver_at: None,
     }
 }
 
@@ -71,7 +73,7 @@ pub fn lifecycle_decision(
 ) -> DomainResult<SendDecision> {
     // The directive object is bounded (params and result ≤ 64 KiB each), so its payload is
     // allowed what two of them and the envelope need, whatever the deployment's signal limit.
-    let limit = 4 * DEFAULT_MAX_PAYLOAD_BYTES;
+    let limit = SendLimits::payload(4 * DEFAULT_MAX_PAYLOAD_BYTES);
     let mut decision = decide_send(table, tenant, &signal.from, lifecycle_request(signal, now), recipient, now, limit)?;
     if let SendDecision::Accepted(sent) = &mut decision {
         sent.category = signal.category;

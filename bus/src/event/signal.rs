@@ -1,5 +1,6 @@
-//! The facts of a signal's life (CONTRACT §4–§6): sent or bounced, delivered, acked, expired,
-//! recalled. Each lives on its signal's subject, except ack batches (their recipient's).
+//! The facts of a signal's life (CONTRACT §4–§6, §16): sent or bounced, released (a scheduled
+//! one, when due), delivered, acked, expired, recalled. Each lives on its signal's subject,
+//! except ack batches (their recipient's).
 //!
 //! Deliberately only the facts: which may follow which is `signal.rs`'s to decide.
 
@@ -46,6 +47,10 @@ pub struct SignalSent {
     /// signal of one group send carries the same id, so they can be recalled together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fanout_id: Option<Uuid>,
+    /// A scheduled send (CONTRACT §16): invisible to its recipient until this instant, when the
+    /// sweeper records `signal.released`. `expires_at` counts from it. `None`: visible at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deliver_at: Option<DateTime<Utc>>,
 }
 
 impl SignalSent {
@@ -115,10 +120,71 @@ pub struct SignalsAcked {
 pub struct SignalExpired {
     pub signal_id: Uuid,
     pub expires_at: DateTime<Utc>,
-    /// Expired before its TTL because its sync push could not complete promptly (the sender
-    /// was answered `recipient_unavailable`, so it must never be delivered later).
+    /// Given up rather than timed out, so it must never be delivered later: a sync push that
+    /// could not complete promptly (the sender was answered `recipient_unavailable`), or a
+    /// removed recipient. A dedupe repeat of a sync send given up answers as a bounce.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub undeliverable: bool,
+    /// Why it expired. Every writer of this release sets it; `None` in events of older
+    /// releases, which `reason()` reads from `undeliverable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<ExpiryReason>,
+}
+
+impl SignalExpired {
+    /// Why the signal expired, for events of any release: an event without `reason` was written
+    /// before reasons were recorded, when only the TTL and a give-up (`undeliverable`) expired
+    /// signals (a removal's expiry then reads as `undeliverable`).
+    pub fn reason(&self) -> ExpiryReason {
+        self.reason.unwrap_or(if self.undeliverable { ExpiryReason::Undeliverable } else { ExpiryReason::Ttl })
+    }
+}
+
+/// Why a signal expired (`signal.expired`'s `reason`, the read models' `expired_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpiryReason {
+    /// Its `expires_at` passed (the sweeper; a recall that found it past its TTL).
+    Ttl,
+    /// An operator's force-expire (CONTRACT §16), whatever its `expires_at`.
+    Forced,
+    /// Its sync push could not complete promptly; the sender was answered `recipient_unavailable`.
+    Undeliverable,
+    /// Its recipient was removed (CONTRACT §8 `DELETE /v1/agents/{identity}`).
+    Removed,
+}
+
+impl ExpiryReason {
+    pub const ALL: [ExpiryReason; 4] =
+        [ExpiryReason::Ttl, ExpiryReason::Forced, ExpiryReason::Undeliverable, ExpiryReason::Removed];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ExpiryReason::Ttl => "ttl",
+            ExpiryReason::Forced => "forced",
+            ExpiryReason::Undeliverable => "undeliverable",
+            ExpiryReason::Removed => "removed",
+        }
+    }
+
+    /// Whether a signal expired for this reason was given up (`SignalExpired::undeliverable`):
+    /// it had a recipient to wait for no longer.
+    pub fn gives_up(self) -> bool {
+        matches!(self, ExpiryReason::Undeliverable | ExpiryReason::Removed)
+    }
+}
+
+/// A scheduled signal became due and visible: from here on it is pushed to a live session of its
+/// recipient, or waits like any queued async signal. Appended by the sweeper at `deliver_at`,
+/// only while the signal is pending and not released yet, with the per-signal compare-and-set —
+/// so of a release, a recall and an expiry racing on the stream exactly one follows the send.
+/// Carries the recipient and the instants so a reader decides whether to act without reading.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalReleased {
+    pub signal_id: Uuid,
+    pub to: String,
+    pub deliver_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

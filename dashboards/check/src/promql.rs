@@ -29,7 +29,7 @@ pub const ALLOWED_SERIES: &[(&str, Kind, &[&str])] = &[
     ("signalbus_signals_bounced_total", Kind::Counter, &["signal_type", "recipient_state"]),
     ("signalbus_unknown_recipient_rejections_total", Kind::Counter, &["signal_type", "sender"]),
     ("signalbus_signals_delivered_total", Kind::Counter, &["signal_type", "via"]),
-    ("signalbus_signals_expired_total", Kind::Counter, &["signal_type"]),
+    ("signalbus_signals_expired_total", Kind::Counter, &["signal_type", "reason"]),
     ("signalbus_signal_recalls_total", Kind::Counter, &["outcome"]),
     ("signalbus_time_to_delivery_seconds", Kind::Histogram, &["signal_type", "via"]),
     ("signalbus_sessions", Kind::Gauge, &["kind", "surface"]),

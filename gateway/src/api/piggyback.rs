@@ -61,17 +61,23 @@ async fn session_of(gw: &Gateway, headers: &HeaderMap, raw: &HeaderValue) -> Res
 #[derive(Debug, Clone, Copy)]
 pub struct OwnSignals;
 
+/// The piggyback session a call named (`X-Signalbus-Session`), checked to be the caller's and
+/// open, for a handler that keeps it alive while it waits (`GET /v1/inbox?wait=`).
+#[derive(Debug, Clone, Copy)]
+pub struct CallingSession(pub Uuid);
+
 /// Middleware over the agent routes: a call with `X-Signalbus-Session` heartbeats that session,
 /// and its JSON-object answer gets `"signals"`: what was pending for the caller, delivered via
 /// `piggyback`. The member is spliced into the answer as it streams (`splice.rs`): the answer
 /// is never buffered or parsed, whatever its size.
-pub async fn middleware(State(gw): State<Gateway>, req: Request, next: Next) -> Response {
+pub async fn middleware(State(gw): State<Gateway>, mut req: Request, next: Next) -> Response {
     let Some(raw) = req.headers().get(HEADER).cloned() else { return next.run(req).await };
     let (agent, id) = match session_of(&gw, req.headers(), &raw).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
     gw.lifecycle().piggyback_called(id, &agent).await;
+    req.extensions_mut().insert(CallingSession(id));
     let response = next.run(req).await;
     // The call may have closed the session (DELETE): nothing more goes to it.
     if !gw.presence().is_open(id) || response.extensions().get::<OwnSignals>().is_some() {

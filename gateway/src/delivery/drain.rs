@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bus::event::DeliveredVia;
 use chrono::Utc;
@@ -111,6 +112,18 @@ impl Deliverer {
         self.catch_up().await?;
         let rows = self.queries.drainable(&agent.tenant, &agent.identity, Utc::now(), limit).await?;
         Ok(rows.into_iter().map(PushSignal::pending).collect())
+    }
+
+    /// Whether anything is drainable for `agent`, once the read models reached the stream's
+    /// current end — waited for at most `catch_up` (an inbox waiter looks no longer than it has
+    /// left to wait). Lists and delivers nothing: one row is read.
+    pub async fn any_pending(&self, agent: &Agent, catch_up: Duration) -> Result<bool, ApiError> {
+        let target = self.store.log().last_seq().await?;
+        if let Err(e) = self.queries.wait_for(target, catch_up).await {
+            tracing::debug!(error = %e, target, "read models lag; looking at what they have");
+        }
+        let rows = self.queries.drainable(&agent.tenant, &agent.identity, Utc::now(), 1).await?;
+        Ok(!rows.is_empty())
     }
 
     /// Delivers up to `limit` pending signals of `agent`, drain order, each through the

@@ -46,10 +46,12 @@ pub struct Deliverer {
     pub config: Arc<GatewayConfig>,
 }
 
-/// A `signal.sent` just read from the stream, with the sequence it was stored at.
+/// A `signal.sent` just read from the stream, with the sequence it was stored at — or, with
+/// `released`, the send of a scheduled signal whose `signal.released` was stored at `seq`.
 pub struct Fresh<'a> {
     pub sent: &'a SignalSent,
     pub seq: u64,
+    pub released: bool,
 }
 
 /// Who a delivery goes to: the recipient identity and the session it is handed to.
@@ -81,9 +83,10 @@ impl Deliverer {
     /// returns what to hand over, or `None` when it is not (or no longer) deliverable to `to`.
     /// The caller must hand what it gets to the recipient: it is delivered on the stream.
     ///
-    /// With `fresh`, the delivery is decided on the `signal.sent` just seen and appended
-    /// expecting it to still be the newest event — no read on the hot path; losing that race (a
-    /// recall, an expiry, another delivery) reads the signal and decides again (`execute_hinted`).
+    /// With `fresh`, the delivery is decided on the `signal.sent` (or `signal.released`) just
+    /// seen and appended expecting it to still be the newest event — no read on the hot path;
+    /// losing that race (a recall, an expiry, another delivery) reads the signal and decides
+    /// again (`execute_hinted`).
     pub async fn record<'a>(
         &self,
         to: Recipient<'_>,
@@ -93,8 +96,8 @@ impl Deliverer {
         allow_redeliver: bool,
     ) -> Result<Option<Delivered<'a>>, bus::Error> {
         let hinted_sent = fresh.as_ref().map(|f| f.sent);
-        let known = fresh.map(|Fresh { sent, seq }| Known {
-            hint: Hint::Sent(sent),
+        let known = fresh.map(|Fresh { sent, seq, released }| Known {
+            hint: if released { Hint::Released(sent) } else { Hint::Sent(sent) },
             last_seq: seq,
             correlation_id: sent.correlation_id.clone(),
         });

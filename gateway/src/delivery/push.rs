@@ -1,14 +1,16 @@
-//! The live push: every `signal.sent` the stream tail reads goes to a session of its recipient
-//! this process holds, through the per-signal compare-and-set, with its frame queued only once
-//! the delivery is recorded. Also the one-signal delivery the startup drain uses, and the push
-//! at send: a send whose recipient's session this process holds records the send and the push in
-//! one event (`SignalSent::pushed_to`) and queues the frame itself, with no tail round trip.
+//! The live push: every `signal.sent` the stream tail reads (and every `signal.released` of a
+//! scheduled one) goes to a session of its recipient this process holds, through the per-signal
+//! compare-and-set, with its frame queued only once the delivery is recorded. Also the
+//! one-signal delivery the startup drain uses, and the push at send: a send whose recipient's
+//! session this process holds records the send and the push in one event
+//! (`SignalSent::pushed_to`) and queues the frame itself, with no tail round trip.
 //!
 //! Deliberately never waits on a socket: a full queue closes the session as a slow consumer.
 
 use std::sync::Arc;
 
-use bus::event::{DeliveredVia, SignalSent};
+use bus::event::{DeliveredVia, SignalReleased, SignalSent};
+use bus::signal::Status;
 use chrono::Utc;
 use tokio::sync::mpsc::OwnedPermit;
 use uuid::Uuid;
@@ -55,8 +57,51 @@ impl Deliverer {
     /// the recipient, push to it. The node holding the preferred (freshest) session pushes at
     /// once; any other node holding a session waits `push_grace` first, then tries too, so a
     /// lagging presence view can delay a push but never lose it. The compare-and-set picks one
-    /// winner.
+    /// winner. A scheduled send is not pushed: it is invisible until its release (`on_released`).
     pub fn on_sent(self: &Arc<Self>, tenant: &str, sent: &SignalSent, seq: u64) {
+        if sent.deliver_at.is_none() {
+            self.push_fresh(tenant, sent, seq, false);
+        }
+    }
+
+    /// Called by the stream tail for every `signal.released` (CONTRACT §16): the scheduled signal
+    /// is pushed as a fresh `signal.sent` would be, to a live session of its recipient here, or
+    /// waits like any queued signal. Only a node holding a session of the recipient reads the
+    /// signal (the release carries no body); `announce` then tells the other surfaces.
+    pub fn on_released(
+        self: &Arc<Self>,
+        tenant: &str,
+        released: &SignalReleased,
+        seq: u64,
+        announce: impl FnOnce(&str, &SignalSent) + Send + 'static,
+    ) {
+        if bus::signal::is_due(released.expires_at, Utc::now()) {
+            return;
+        }
+        let node = &self.config.node;
+        if !self.presence.sessions_of(tenant, &released.to).iter().any(|(_, e)| e.node == *node) {
+            return;
+        }
+        let (this, tenant, id) = (self.clone(), tenant.to_string(), released.signal_id);
+        self.tasks.spawn(async move {
+            let sent = match this.store.load(&tenant, id).await {
+                Ok((state, _)) if state.status == Status::Pending => state.sent,
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(error = %e, signal_id = %id, "released signal unreadable; it waits for a drain");
+                    None
+                }
+            };
+            if let Some(sent) = sent {
+                announce(&tenant, &sent);
+                this.push_fresh(&tenant, &sent, seq, true);
+            }
+        });
+    }
+
+    /// The push of `sent`, whose newest event (its send, or with `released` its release) is at
+    /// `seq`, to a live session of its recipient held here.
+    fn push_fresh(self: &Arc<Self>, tenant: &str, sent: &SignalSent, seq: u64, released: bool) {
         if bus::signal::is_due(sent.expires_at, Utc::now()) {
             return;
         }
@@ -89,7 +134,7 @@ impl Deliverer {
             if known.is_some_and(|t| seq <= t) {
                 return;
             }
-            let fresh = Fresh { sent: &sent, seq };
+            let fresh = Fresh { sent: &sent, seq, released };
             if let Err(e) = this.deliver_to(&session, sent.signal_id, Some(fresh), DeliveredVia::WsPush, false).await {
                 tracing::warn!(error = %e, signal_id = %sent.signal_id, "push failed; the signal stays pending");
             }

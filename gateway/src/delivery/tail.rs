@@ -1,8 +1,12 @@
 //! The stream tail of one gateway process: applies every event to the registry and presence,
 //! closes sessions whose token was rotated or whose agent was removed anywhere, and hands every
-//! `signal.sent` to the push path and the MCP announcement, so a signal sent through any process
+//! `signal.sent` — and every `signal.released` of a scheduled one — to the push path and the MCP
+//! announcement, so a signal sent through any process
 //! reaches a session held by this one; a session's close lets a sibling that opened before it
-//! take back what the closed one left unacked (`Deliverer::on_closed`).
+//! take back what the closed one left unacked (`Deliverer::on_closed`). It wakes the callers
+//! waiting on a directive's end, and the inbox waiters of an identity something may have become
+//! pending for (a `signal.sent` to it that no session took at once; a session of it closing,
+//! which makes what that session left unacked drainable again).
 //!
 //! Deliberately never appends: what it reads is already decided. It resumes after a tail
 //! error from the last applied sequence, so it never skips an event — except one that cannot
@@ -37,6 +41,8 @@ pub struct Tail {
     pub confirmations: Arc<Confirmations>,
     /// Woken when a directive ends (callers waiting on it).
     pub directive_ends: Arc<Waits<uuid::Uuid>>,
+    /// Woken, by (tenant, identity), when something may have become pending for the identity.
+    pub inbox_waits: Arc<Waits<(String, String)>>,
     pub announce: Announce,
     pub shutdown: CancellationToken,
 }
@@ -112,18 +118,38 @@ impl Tail {
             }
             // Sent and pushed in one event by the gateway that held the session: nothing to push.
             EventBody::SignalSent(sent) if sent.pushed_to.is_some() => self.confirmations.delivered(sent.signal_id),
+            // A scheduled send is invisible until its release, which is pushed and announced then.
+            EventBody::SignalSent(sent) if sent.deliver_at.is_some() => {}
             EventBody::SignalSent(sent) => {
                 self.deliverer.on_sent(&event.tenant, sent, stored.seq);
                 (self.announce)(&event.tenant, sent);
+                self.wake_inbox(&event.tenant, &sent.to);
+            }
+            EventBody::SignalReleased(r) => {
+                let announce = self.announce.clone();
+                self.deliverer.on_released(&event.tenant, r, stored.seq, move |tenant, sent| announce(tenant, sent));
+                // Now visible: whoever waits on the recipient's inbox hears of it.
+                self.wake_inbox(&event.tenant, &r.to);
             }
             EventBody::SignalDelivered(d) => self.confirmations.delivered(d.signal_id),
-            EventBody::SessionClosed(c) => self.deliverer.on_closed(&event.tenant, &c.identity, stored.seq),
+            EventBody::SessionClosed(c) => {
+                self.deliverer.on_closed(&event.tenant, &c.identity, stored.seq);
+                self.wake_inbox(&event.tenant, &c.identity);
+            }
             body => {
                 if let Some(id) = body.directive_id().filter(|_| ends_a_directive(body)) {
                     self.directive_ends.wake(&id);
                 }
             }
         }
+    }
+}
+
+impl Tail {
+    /// Wakes whoever waits on the inbox of `identity` (they look again; nothing is handed out
+    /// here).
+    fn wake_inbox(&self, tenant: &str, identity: &str) {
+        self.inbox_waits.wake(&(tenant.to_string(), identity.to_string()));
     }
 }
 

@@ -7,6 +7,7 @@
 //! answers, so adding an endpoint without documenting its errors fails `every_route_is_listed`.
 
 pub mod directive_schemas;
+pub mod expire_schemas;
 pub mod frames;
 pub mod rules;
 pub mod schemas;
@@ -62,6 +63,7 @@ use crate::api::http::{admin, agents, directives, groups, inbox, ops, piggyback_
         plugins::facts,
         admin::rebuild,
         admin::doctor,
+        admin::force_expire,
         ops::healthz,
         ops::readyz,
     ),
@@ -121,6 +123,7 @@ const OPERATIONS: &[(&str, &str, Who, &[u16])] = &[
     ("get", "/v1/plugins/{plugin}/state", Who::Authed, &[400, 401, 403, 404, 500, 503]),
     ("post", "/v1/admin/rebuild", Who::Admin, &[400, 401, 403, 404, 500, 503]),
     ("get", "/v1/admin/doctor", Who::Admin, &[400, 401, 403, 404, 500, 503]),
+    ("post", "/v1/admin/signals/expire", Who::Admin, &[400, 401, 403, 404, 413, 500, 503]),
     ("get", "/healthz", Who::Anyone, &[]),
     ("get", "/readyz", Who::Anyone, &[503]),
 ];
@@ -183,6 +186,10 @@ fn declare_rules(doc: &mut Value) {
     send["dedupe_key"] = text(200);
     send["payload"] = json!({"$ref": "#/components/schemas/NulFreeJson",
         "description": "any JSON, at most 64 KiB encoded; default `{}`"});
+    // At most one of the two schedules (a `null` is no value, as the parser reads it).
+    let given = json!({"not": {"type": "null"}});
+    schemas["SendRequestBody"]["not"] = json!({"required": ["deliver_after_seconds", "deliver_at"],
+        "properties": {"deliver_after_seconds": given, "deliver_at": given}});
     let create = &mut schemas["DirectiveCreateBody"]["properties"];
     create["to"] = json!({"type": "string", "anyOf": [{"pattern": rules::IDENTITY}, {"pattern": rules::GROUP}]});
     create["idempotency_key"]["pattern"] = json!(rules::NO_NUL);
@@ -204,6 +211,7 @@ fn declare_rules(doc: &mut Value) {
         schemas[body]["properties"][field] =
             json!({"type": ["string", "null"], "maxLength": 1000, "pattern": rules::NO_NUL});
     }
+    schemas["ForceExpireBody"] = rules::force_expire_body();
     let register = &mut schemas["RegisterRequest"]["properties"];
     register["identity"] = json!({"type": "string", "pattern": rules::IDENTITY,
         "not": {"pattern": "^[sS][iI][gG][nN][aA][lL][bB][uU][sS]$"},

@@ -33,6 +33,9 @@ pub fn param(name: &str) -> Option<Value> {
         "drain" => json!({"type": "boolean"}),
         "name" => json!({"type": "string", "pattern": "^@?[a-z0-9][a-z0-9_.-]{0,62}$"}),
         "cursor" => json!({"type": "string", "pattern": crate::wire::cursor::PATTERN}),
+        // `GET /v1/inbox?wait=` (CONTRACT §16).
+        "wait" => json!({"type": "integer", "minimum": 0, "maximum": 60}),
+        "correlation_id" => json!({"type": "string", "minLength": 1, "maxLength": 64, "pattern": NO_NUL}),
         _ => return None,
     })
 }
@@ -52,6 +55,30 @@ pub fn directive_param(name: &str) -> Option<Value> {
         "action" => json!({"type": "string", "enum": crate::wire::directives::ACTIONS}),
         "wait" => json!({"type": "integer", "minimum": 0, "maximum": 60}),
         _ => return None,
+    })
+}
+
+/// `POST /v1/admin/signals/expire`'s body (`bus::force_expire::ExpireFilter::check` and
+/// `wire::expire`): a tenant and at least one other filter, each of its type when present.
+pub fn force_expire_body() -> Value {
+    use bus::force_expire::{MAX_OLDER_THAN_SECONDS, MAX_SIGNAL_IDS};
+    let filters = ["to", "from", "signal_type", "older_than_seconds", "signal_ids"];
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["tenant"],
+        "description": "filters combined with AND: tenant and at least one other (a tenant alone would expire everything); age counts from created_at",
+        "properties": {
+            "tenant": {"type": "string", "pattern": TENANT},
+            "to": {"type": "string", "pattern": IDENTITY},
+            "from": {"type": "string", "pattern": IDENTITY},
+            "signal_type": {"type": "string", "pattern": SIGNAL_TYPE},
+            "older_than_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_OLDER_THAN_SECONDS},
+            "signal_ids": {"type": "array", "minItems": 1, "maxItems": MAX_SIGNAL_IDS,
+                "items": {"type": "string", "format": "uuid"}},
+            "dry_run": {"type": "boolean", "description": "expire nothing; list what would expire"}
+        },
+        "anyOf": filters.iter().map(|f| json!({"required": [f]})).collect::<Vec<_>>()
     })
 }
 

@@ -42,6 +42,7 @@ pub enum PublishPath {
     PushedToWs,
     BufferedForPiggyback,
     QueuedOffline,
+    Scheduled,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -51,6 +52,17 @@ pub enum DeliveredVia {
     StartupDrain,
     Piggyback,
     Inbox,
+}
+
+/// Why a signal expired (CONTRACT §16): its TTL passed, an operator forced it, its sync push was
+/// given up, or its recipient was removed.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpiredReason {
+    Ttl,
+    Forced,
+    Undeliverable,
+    Removed,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -134,6 +146,13 @@ pub struct SendRequestBody {
     pub correlation_id: Option<String>,
     #[schema(max_length = 200)]
     pub dedupe_key: Option<String>,
+    /// Schedule it (CONTRACT §16): deliver this many seconds from now. Async only; not with
+    /// `deliver_at`; `deliver_after_seconds + ttl_seconds` must end within the stream's retention.
+    #[schema(minimum = 1, maximum = 2592000)]
+    pub deliver_after_seconds: Option<u64>,
+    /// Schedule it (CONTRACT §16): deliver at this instant, in the future and at most 30 days
+    /// ahead. Async only; not with `deliver_after_seconds`.
+    pub deliver_at: Option<DateTime<Utc>>,
 }
 
 /// The accepted-send answer (CONTRACT §4).
@@ -148,6 +167,8 @@ pub struct SendAccepted {
     pub expires_at: DateTime<Utc>,
     pub resolved_to_session: Option<Uuid>,
     pub publish_path: PublishPath,
+    /// When a scheduled signal becomes visible to its recipient (`publish_path: scheduled`).
+    pub deliver_at: Option<DateTime<Utc>>,
     /// Dotted paths of payload values replaced by `[REDACTED]`.
     pub redacted: Option<Vec<String>>,
 }
@@ -182,6 +203,12 @@ pub struct SignalRowBody {
     pub resolved_to_session: Option<Uuid>,
     pub acked_at: Option<DateTime<Utc>>,
     pub last_event_seq: i64,
+    /// A scheduled signal's due time (CONTRACT §16); `null` for one sent to be seen at once.
+    pub deliver_at: Option<DateTime<Utc>>,
+    /// When the sweeper released a scheduled signal; `null` until then (and for one not scheduled).
+    pub released_at: Option<DateTime<Utc>>,
+    /// Set with `expired_at`; null while the signal has not expired.
+    pub expired_reason: Option<ExpiredReason>,
 }
 
 /// A signal as handed to a session: the push frame's `signal`, and each entry of a

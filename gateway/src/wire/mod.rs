@@ -1,17 +1,21 @@
 //! JSON shapes on the wire, in and out: the requests (`requests.rs`: the one parser of a send
-//! and of a list of ack ids, shared by HTTP, WebSocket and MCP), the send response (CONTRACT §4), the
+//! and of a list of ack ids, shared by HTTP, WebSocket and MCP; `lists.rs`: a signal list's
+//! query), the send response (CONTRACT §4), the
 //! push frame (CONTRACT §5), a signal's row (CONTRACT §10) and timestamps.
 //!
 //! Deliberately does no I/O and decides nothing: it only converts between JSON and the domain
 //! types, with specific messages for every malformed field.
 
+mod lists;
 mod requests;
 
 pub mod cursor;
 pub mod directives;
+pub mod expire;
 
 pub mod outbound;
 
+pub use lists::SignalList;
 pub use outbound::Outbound;
 pub use requests::{
     canonical_uuid, check_depth, parse_ack_ids, parse_recall_many, parse_send, RecallMany, MAX_ACK_IDS, MAX_JSON_DEPTH,
@@ -34,7 +38,8 @@ pub fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// The accepted-send response (CONTRACT §4), plus `redacted` when something was redacted.
+/// The accepted-send response (CONTRACT §4), plus `deliver_at` when it was scheduled (§16) and
+/// `redacted` when something was redacted.
 #[derive(Debug)]
 pub struct SendResponse<'a> {
     pub sent: &'a SignalSent,
@@ -57,6 +62,9 @@ impl SendResponse<'_> {
             "resolved_to_session": self.resolved_to_session,
             "publish_path": s.publish_path.as_str(),
         });
+        if let Some(at) = s.deliver_at {
+            v["deliver_at"] = json!(ts(at));
+        }
         if !s.redacted.is_empty() {
             v["redacted"] = json!(s.redacted);
         }
@@ -192,7 +200,7 @@ impl PushSignal {
     }
 }
 
-/// A signal's row with the CONTRACT §10 columns.
+/// A signal's row with the CONTRACT §10 columns (and §16's `deliver_at`, with `released_at`).
 pub fn row_json(r: &SignalRow) -> Value {
     let t = |v: Option<DateTime<Utc>>| v.map(ts);
     json!({
@@ -217,6 +225,9 @@ pub fn row_json(r: &SignalRow) -> Value {
         "resolved_to_session": r.resolved_to_session,
         "acked_at": t(r.acked_at),
         "last_event_seq": r.last_event_seq,
+        "deliver_at": t(r.deliver_at),
+        "released_at": t(r.released_at),
+        "expired_reason": r.expired_reason,
     })
 }
 
@@ -253,6 +264,7 @@ mod tests {
             resolved_to_session: None,
             pushed_to: None,
             fanout_id: None,
+            deliver_at: None,
         };
         let expected = |s: &SignalSent, p: Value, r: bool| {
             json!({"op": "signal", "signal": {
@@ -299,6 +311,7 @@ mod tests {
             resolved_to_session: None,
             pushed_to: None,
             fanout_id: None,
+            deliver_at: None,
         };
         let out = serde_json::to_string(&PushSignal::delivered(Cow::Owned(sent), false)).unwrap();
         assert!(out.contains(&format!(r#""payload":{deep},"#)), "{out}");

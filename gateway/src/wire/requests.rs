@@ -1,10 +1,13 @@
 //! Reading requests: a send's fields and an ack's ids, from the JSON object of an HTTP body, a
 //! WebSocket frame or an MCP call's arguments, with a specific message for every malformed field.
 //!
-//! Deliberately decides nothing: what a well-formed send means is `bus::send`'s call.
+//! Deliberately decides nothing: what a well-formed send means is `bus::send`'s call (a
+//! scheduled one's too: both `deliver_after_seconds` and `deliver_at` are handed over as given,
+//! and `bus::schedule` resolves and judges them against the clock).
 
 use bus::catalog::DeliveryClass;
 use bus::send::SendRequest;
+use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
@@ -39,8 +42,42 @@ pub fn check_depth(field: &str, v: &Value) -> Result<(), ApiError> {
 }
 
 /// The fields a send may carry (besides `op` and `ref` on the WebSocket).
-const SEND_FIELDS: &[&str] =
-    &["to", "type", "payload", "delivery_class", "ttl_seconds", "correlation_id", "dedupe_key"];
+const SEND_FIELDS: &[&str] = &[
+    "to",
+    "type",
+    "payload",
+    "delivery_class",
+    "ttl_seconds",
+    "correlation_id",
+    "dedupe_key",
+    "deliver_after_seconds",
+    "deliver_at",
+];
+
+/// A whole number of seconds (`60.0` counts: JSON Schema calls it an integer, and so do
+/// clients); `range` names the bounds in the message. The bounds themselves are `bus`'s rule.
+fn opt_seconds(map: &Map<String, Value>, key: &str, range: &str) -> Result<Option<u64>, ApiError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .or_else(|| {
+                v.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(f)).map(|f| f as u64)
+            })
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid(format!("{key} must be a whole number between {range}"))),
+    }
+}
+
+/// An RFC 3339 instant (`2026-11-21T09:30:00Z`, any offset).
+fn opt_instant(map: &Map<String, Value>, key: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
+    match opt_string(map, key)? {
+        None => Ok(None),
+        Some(s) => DateTime::parse_from_rfc3339(&s).map(|t| Some(t.with_timezone(&Utc))).map_err(|_| {
+            ApiError::invalid(format!("{key} must be an RFC 3339 timestamp such as 2026-11-21T09:30:00Z"))
+        }),
+    }
+}
 
 fn opt_string(map: &Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
     match map.get(key) {
@@ -67,17 +104,9 @@ pub fn parse_send(map: &Map<String, Value>) -> Result<SendRequest, ApiError> {
         Some(s) => Some(DeliveryClass::parse(&s)?),
         None => None,
     };
-    let ttl_seconds = match map.get("ttl_seconds") {
-        None | Some(Value::Null) => None,
-        // `60.0` is a whole number too (JSON Schema counts it as an integer, and so do clients).
-        Some(v) => Some(
-            v.as_u64()
-                .or_else(|| {
-                    v.as_f64().filter(|f| f.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(f)).map(|f| f as u64)
-                })
-                .ok_or_else(|| ApiError::invalid("ttl_seconds must be a whole number between 1 and 2592000"))?,
-        ),
-    };
+    let ttl_seconds = opt_seconds(map, "ttl_seconds", "1 and 2592000")?;
+    let deliver_after_seconds = opt_seconds(map, "deliver_after_seconds", "1 and 2592000 (30 days)")?;
+    let deliver_at = opt_instant(map, "deliver_at")?;
     if let Some(payload) = map.get("payload") {
         check_depth("payload", payload)?;
     }
@@ -92,6 +121,8 @@ pub fn parse_send(map: &Map<String, Value>) -> Result<SendRequest, ApiError> {
         ttl_seconds,
         correlation_id: opt_string(map, "correlation_id")?,
         dedupe_key: opt_string(map, "dedupe_key")?,
+        deliver_after_seconds,
+        deliver_at,
     })
 }
 

@@ -116,6 +116,7 @@ async fn queued_before_the_limit(bus: &Bus, payload: String) -> Uuid {
         resolved_to_session: None,
         pushed_to: None,
         fanout_id: None,
+        deliver_at: None,
     };
     let id = sent.signal_id;
     let event = Event::new("default", Some("alice".into()), now, EventBody::SignalSent(Box::new(sent)));

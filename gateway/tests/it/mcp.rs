@@ -2,8 +2,9 @@
 //! the tools and their schemas, sends between MCP and WebSocket agents, piggybacked delivery,
 //! redelivery after a DELETE, the announcement on the GET stream, bad input. The HTTP edges
 //! an SDK never shows (401 and 413 bodies, 405, someone else's session), the session's life
-//! (reaped when silent, kept by an open GET stream, closed at shutdown) are checked here with
-//! plain requests.
+//! (reaped when silent, kept by an open GET stream or a `check_inbox` that waits, closed at
+//! shutdown) are checked here with plain requests; `check_inbox` with `wait_seconds` and
+//! `list_signals` through the SDK too.
 
 use std::time::Duration;
 
@@ -57,6 +58,12 @@ async fn signals_ride_on_tool_results_and_unacked_ones_come_back_after_delete() 
 async fn a_waiting_client_hears_of_a_new_signal_on_its_get_stream() {
     let bus = Bus::start().await;
     scenario(&bus, "announce", json!({})).await;
+}
+
+#[tokio::test]
+async fn check_inbox_waits_for_a_signal_and_list_signals_reads_a_conversation() {
+    let bus = Bus::start().await;
+    scenario(&bus, "waiting", json!({})).await;
 }
 
 #[tokio::test]
@@ -225,4 +232,43 @@ async fn an_open_get_stream_keeps_a_silent_session_available_until_the_client_go
     let gone =
         crate::support::eventually(Duration::from_secs(5), || async { state().await == "not_available_offline" });
     assert!(gone.await, "closed once the client went away");
+}
+
+#[tokio::test]
+async fn a_check_inbox_that_waits_keeps_a_session_without_a_stream_available() {
+    let stale = Duration::from_millis(300);
+    let bus = Bus::with(|c| c.stale_after = stale).await;
+    let alice = bus.register("alice").await;
+    let r = post(&bus, Some(&alice), None, initialize().to_string()).await;
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    assert!(post(&bus, Some(&alice), Some(&session), initialized).await.status().is_success());
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "check_inbox", "arguments": {"wait_seconds": 3}}});
+    let waiting = {
+        let req = bus
+            .http
+            .post(format!("{}/mcp", bus.base))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &session)
+            .bearer_auth(&alice)
+            .body(call.to_string());
+        tokio::spawn(async move {
+            let r = req.send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        })
+    };
+    // No GET stream and no other call: only the waiting tool call heartbeats the session, for
+    // longer than the reaper lets a silent one live (2 x stale_after and an interval).
+    for _ in 0..8 {
+        tokio::time::sleep(stale).await;
+        assert_eq!(bus.state_of("alice").await, "available");
+    }
+    let (status, body) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#"\"signals\":[]"#) || body.contains(r#""signals":[]"#), "{body}");
+    let r = post(&bus, Some(&alice), Some(&session), json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}).to_string())
+        .await;
+    assert_eq!(r.status(), 200, "the session lived through the wait");
 }

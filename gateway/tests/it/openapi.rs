@@ -57,6 +57,16 @@ async fn answers_of_every_endpoint_match_the_document() {
         bus.send(&alice, send(json!({"to": "bob", "type": "StatusUpdate", "payload": {"password": "x"}}))).await,
     ));
     let sig = seen.last().unwrap().2 .1["signal_id"].as_str().unwrap().to_string();
+    seen.push(c("POST", "/v1/signals")(
+        bus.send(&alice, json!({"to": "bob", "type": "StatusUpdate", "deliver_after_seconds": 3600})).await,
+    ));
+    let scheduled = seen.last().unwrap().2 .1["signal_id"].as_str().unwrap().to_string();
+    seen.push(c("GET", "/v1/signals/{id}")(
+        bus.call("GET", Some(&alice), &format!("/v1/signals/{scheduled}"), None).await,
+    ));
+    seen.push(c("POST", "/v1/signals")(
+        bus.send(&alice, json!({"to": "bob", "type": "Question", "deliver_after_seconds": 60})).await,
+    ));
     seen.push(c("POST", "/v1/signals")(bus.send(&alice, json!({"to": "bob", "type": "Blocker"})).await));
     seen.push(c("POST", "/v1/signals")(bus.send(&alice, json!({"to": "nobody", "type": "X"})).await));
     seen.push(c("POST", "/v1/signals")(bus.send(&alice, json!({"to": "bob", "type": "X", "from": "eve"})).await));
@@ -124,6 +134,39 @@ async fn answers_of_every_endpoint_match_the_document() {
     seen.push(c("GET", "/v1/plugins/{plugin}/facts")(
         bus.call("GET", Some(&alice), "/v1/plugins/alice%2Fw/facts", None).await,
     ));
+    let expire = |b: Value, token: &'static str| {
+        let bus = &bus;
+        async move {
+            c("POST", "/v1/admin/signals/expire")(
+                bus.call("POST", Some(token), "/v1/admin/signals/expire", Some(b)).await,
+            )
+        }
+    };
+    let forced = bus.send(&alice, json!({"to": "bob", "type": "TaskAssigned"})).await.1["signal_id"].clone();
+    let by_id = json!({"tenant": "default", "signal_ids": [forced]});
+    let listed = crate::support::eventually(crate::support::WAIT, || async {
+        bus.call(
+            "POST",
+            Some(ADMIN),
+            "/v1/admin/signals/expire",
+            Some(json!({"tenant": "default", "signal_ids": [forced], "dry_run": true})),
+        )
+        .await
+        .1["count"]
+            == 1
+    })
+    .await;
+    assert!(listed, "the send reached the read models");
+    seen.push(expire(json!({"tenant": "default", "signal_ids": [forced], "dry_run": true}), ADMIN).await);
+    seen.push(expire(by_id.clone(), ADMIN).await);
+    seen.push(expire(json!({"tenant": "default"}), ADMIN).await);
+    let path = format!("/v1/signals/{}", forced.as_str().unwrap());
+    let stamped = crate::support::eventually(crate::support::WAIT, || async {
+        bus.call("GET", Some(&alice), &path, None).await.1["expired_reason"] == "forced"
+    })
+    .await;
+    assert!(stamped, "the row says why it expired");
+    seen.push(c("GET", "/v1/signals/{id}")(bus.call("GET", Some(&alice), &path, None).await));
     seen.push(c("POST", "/v1/admin/rebuild")(bus.call("POST", Some(ADMIN), "/v1/admin/rebuild", None).await));
     seen.push(c("GET", "/v1/admin/doctor")(bus.call("GET", Some(&alice), "/v1/admin/doctor", None).await));
     seen.push(c("GET", "/v1/ws")(bus.call("GET", Some(&alice), "/v1/ws", None).await));

@@ -186,6 +186,7 @@ fn sent_with_nul(id: Uuid) -> Event {
         resolved_to_session: None,
         pushed_to: None,
         fanout_id: None,
+        deliver_at: None,
     }));
     Event::new("default", Some("alice".into()), now, body)
 }

@@ -200,6 +200,7 @@ pub fn sent(id: Uuid, from: &str, to: &str, category: Category, at: DateTime<Utc
             resolved_to_session: None,
             pushed_to: None,
             fanout_id: None,
+            deliver_at: None,
         })),
     )
 }
@@ -261,8 +262,15 @@ pub fn acked(id: Uuid, by: &str, at: DateTime<Utc>) -> Event {
     ev(at, EventBody::SignalAcked(SignalAcked { signal_id: id, by: by.into(), session_id: None }))
 }
 
+/// An expiry as an older release wrote it, without a reason (read as `ttl`).
 pub fn expired(id: Uuid, expires_at: DateTime<Utc>, at: DateTime<Utc>) -> Event {
-    ev(at, EventBody::SignalExpired(SignalExpired { signal_id: id, expires_at, undeliverable: false }))
+    ev(at, EventBody::SignalExpired(SignalExpired { signal_id: id, expires_at, undeliverable: false, reason: None }))
+}
+
+/// An expiry for `reason`, as this release writes it.
+pub fn expired_for(id: Uuid, expires_at: DateTime<Utc>, at: DateTime<Utc>, reason: ExpiryReason) -> Event {
+    let body = SignalExpired { signal_id: id, expires_at, undeliverable: reason.gives_up(), reason: Some(reason) };
+    ev(at, EventBody::SignalExpired(body))
 }
 
 pub fn recalled(id: Uuid, by: &str, at: DateTime<Utc>) -> Event {

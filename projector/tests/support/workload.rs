@@ -145,9 +145,18 @@ impl Workload {
                 Some(acked(id, &to, at))
             }
             80..=85 => {
-                let i = self.pending.iter().position(|p| p.3 <= at)?;
-                let (id, _, _, exp) = self.pending.swap_remove(i);
-                Some(expired(id, exp, at))
+                // Due ones expire by TTL (some as older releases wrote it, without a reason);
+                // any pending one may be forced by an operator or given up.
+                if let Some(i) = self.pending.iter().position(|p| p.3 <= at) {
+                    let (id, _, _, exp) = self.pending.swap_remove(i);
+                    return Some(match rng.gen_range(0..2) {
+                        0 => expired(id, exp, at),
+                        _ => expired_for(id, exp, at, ExpiryReason::Ttl),
+                    });
+                }
+                let (id, _, _, exp) = Self::take(rng, &mut self.pending)?;
+                let reasons = [ExpiryReason::Forced, ExpiryReason::Removed, ExpiryReason::Undeliverable];
+                Some(expired_for(id, exp, at, reasons[rng.gen_range(0..3)]))
             }
             86..=90 => {
                 let (id, from, _, _) = Self::take(rng, &mut self.pending)?;

@@ -1,11 +1,12 @@
 //! The sweeper scenarios both backends run (`embedded.rs`, `distributed.rs`): on-time expiry,
 //! races with delivery and recall, restart with overdue signals, archival, the status fact.
 //!
-//! Directive expiry is `directives.rs`.
+//! Directive expiry is `directives.rs`; scheduled delivery's releases are `scheduled.rs`.
 //!
 //! Deliberately real time and real backends: the paused-time timer tests live in the crate.
 
 pub mod directives;
+pub mod scheduled;
 
 use std::time::{Duration, Instant};
 

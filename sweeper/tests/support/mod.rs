@@ -15,7 +15,7 @@ use bus::event::{Entity, EventBody, RecipientState};
 use bus::log::embedded::EmbeddedLog;
 use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
 use bus::log::SharedLog;
-use bus::send::{decide_send, RecipientView, SendDecision, SendRequest, DEFAULT_MAX_PAYLOAD_BYTES};
+use bus::send::{decide_send, RecipientView, SendDecision, SendLimits, SendRequest};
 use bus::store::SignalStore;
 use chrono::{DateTime, Utc};
 use projector::queries::Queries;
@@ -111,6 +111,31 @@ impl Bed {
             .await
     }
 
+    /// Sends `n` signals at once as if at `at`, each scheduled `deliver_after` seconds later,
+    /// expiring `ttl` seconds after that.
+    pub async fn send_scheduled(&self, n: usize, at: DateTime<Utc>, deliver_after: u64, ttl: u64) -> Vec<Uuid> {
+        use futures::StreamExt;
+        futures::stream::iter(0..n)
+            .map(|_| {
+                let store = self.store.clone();
+                async move { send_scheduled_with(&store, at, Some(deliver_after), ttl).await }
+            })
+            .buffer_unordered(64)
+            .collect()
+            .await
+    }
+
+    /// The `signal.released` events of a signal: when each was appended, and by whom.
+    pub async fn releases(&self, id: Uuid) -> Vec<(DateTime<Utc>, String)> {
+        let subject = self.log.subjects().of(TENANT, Entity::Signal(id));
+        let stored = self.log.read_subject(&subject).await.unwrap();
+        stored
+            .into_iter()
+            .filter(|s| matches!(s.event.body, EventBody::SignalReleased(_)))
+            .map(|s| (s.event.occurred_at, s.event.actor.unwrap_or_default()))
+            .collect()
+    }
+
     /// Waits until the read models show everything on the stream so far.
     pub async fn settle(&self) {
         let last = self.log.last_seq().await.unwrap();
@@ -192,6 +217,11 @@ impl Bed {
 }
 
 pub async fn send_with(store: &SignalStore, at: DateTime<Utc>, ttl: u64) -> Uuid {
+    send_scheduled_with(store, at, None, ttl).await
+}
+
+/// As `send_with`, scheduled `deliver_after` seconds after `at` when given (CONTRACT §16).
+pub async fn send_scheduled_with(store: &SignalStore, at: DateTime<Utc>, deliver_after: Option<u64>, ttl: u64) -> Uuid {
     let req = SendRequest {
         to: "bob".into(),
         signal_type: "StatusUpdate".into(),
@@ -200,6 +230,8 @@ pub async fn send_with(store: &SignalStore, at: DateTime<Utc>, ttl: u64) -> Uuid
         ttl_seconds: Some(ttl),
         correlation_id: None,
         dedupe_key: None,
+        deliver_after_seconds: deliver_after,
+        deliver_at: None,
     };
     let bob = RecipientView {
         registered: true,
@@ -207,8 +239,7 @@ pub async fn send_with(store: &SignalStore, at: DateTime<Utc>, ttl: u64) -> Uuid
         has_live_ws: false,
         freshest_session: None,
     };
-    let decision =
-        decide_send(&TypeTable::default(), TENANT, "alice", req, bob, at, DEFAULT_MAX_PAYLOAD_BYTES).unwrap();
+    let decision = decide_send(&TypeTable::default(), TENANT, "alice", req, bob, at, SendLimits::default()).unwrap();
     let SendDecision::Accepted(sent) = &decision else { panic!("an async send to an offline recipient is queued") };
     let id = sent.signal_id;
     let recorded = store.record_send(TENANT, "alice", decision, at).await.unwrap();

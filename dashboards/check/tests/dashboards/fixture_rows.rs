@@ -122,6 +122,18 @@ async fn sql_panels_run_against_the_read_models_and_return_what_their_panels_exp
     let want = [("@builders", 3, 2, 1, "bob: available, carol: available, erin: offline"), ("@reviewers", 0, 0, 0, "")];
     assert_eq!(groups, want.map(|(g, m, a, o, p)| (g.to_string(), m, a, o, p.to_string())).to_vec());
 
+    // Scheduled delivery: every bucket listed, released and recalled rows out of the backlog.
+    let sched = run_all(&pool, "'sched'", 60).await;
+    let backlog: Vec<(String, i64)> = find(&sched, "scheduled backlog by due time")
+        .rows
+        .iter()
+        .map(|row| (text(row, "due"), int(row, "scheduled")))
+        .collect();
+    let want =
+        [("overdue, not released", 1), ("within 1 minute", 1), ("within 1 hour", 0), ("within 1 day", 1), ("later", 1)];
+    assert_eq!(backlog, want.map(|(d, n)| (d.to_string(), n)).to_vec());
+    assert!(find(&ran, "scheduled backlog by due time").rows.iter().all(|row| int(row, "scheduled") == 0));
+
     // The tenant variable with several values (and "All") expands to a quoted list.
     let all = run_all(&pool, "'acme','default'", 60).await;
     assert_eq!(single(&all, "pending_pickup (transient)", "pending_pickup"), 5);

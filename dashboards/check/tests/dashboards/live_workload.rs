@@ -211,6 +211,9 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     }
     assert!(has("signalbus_unknown_recipient_rejections_total", "sender", "alice"));
     assert!(has("signalbus_signals_expired_total", "signal_type", "PeerJoined"));
+    // The sweeper's expiry; `forced` and `removed` are registered at zero by the binary
+    // (tests/metrics.rs), which this in-process bus does not install.
+    assert!(has("signalbus_signals_expired_total", "reason", "ttl"), "expired by the sweeper");
     for (label, value) in [("kind", "daemon"), ("kind", "interactive"), ("kind", "shim"), ("surface", "piggyback")] {
         assert!(has("signalbus_sessions", label, value), "sessions {label}={value}");
     }

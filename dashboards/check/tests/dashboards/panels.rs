@@ -39,6 +39,7 @@ pub const EXPECTED_COLUMNS: &[(&str, &str, &str, &[&str])] = &[
         ],
     ),
     ("signal-pipeline.json", "pending by publish_path", "A", &["publish_path", "pending"]),
+    ("signal-pipeline.json", "scheduled backlog by due time", "A", &["due", "scheduled"]),
     ("signal-pipeline.json", "pending by recipient_state at send", "A", &["recipient_state", "pending"]),
     (
         "signal-pipeline.json",

@@ -1,18 +1,26 @@
 //! `POST /v1/admin/rebuild` and `GET /v1/admin/doctor` (admin only), through the optional
-//! `AdminOps` hook of the configuration.
+//! `AdminOps` hook of the configuration; `POST /v1/admin/signals/expire`, the operator's
+//! force-expire (CONTRACT §16).
 //!
-//! Deliberately does no work itself: the projector rebuilds and diagnoses; a process started
-//! without the hook answers `unavailable`.
+//! Deliberately does no work itself: the projector rebuilds and diagnoses (a process started
+//! without the hook answers `unavailable`); `force_expire` expires.
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::Json;
+use serde_json::Value;
 
 use crate::admin::{AdminOps, DoctorSummary, RebuildSummary};
+use crate::api::http::extract::json_object;
 use crate::auth::AdminAuth;
 use crate::error::ApiError;
+use crate::force_expire;
+use crate::openapi::expire_schemas::{ForceExpireAnswer, ForceExpireBody};
 use crate::state::Gateway;
+use crate::wire::expire::{dry_run_json, expired_json, parse_force_expire};
 
 fn ops(gw: &Gateway) -> Result<Arc<dyn AdminOps>, ApiError> {
     gw.config()
@@ -45,4 +53,26 @@ pub async fn doctor(State(gw): State<Gateway>, _admin: AdminAuth) -> Result<Json
             Err(ApiError::Unavailable("the doctor could not run; check the stream and the database".into()))
         }
     }
+}
+
+/// Expires every pending signal the filters match, each by compare-and-set against its
+/// delivery (a signal being delivered at that instant ends delivered or expired, never both);
+/// with `dry_run`, expires nothing and lists what would expire.
+#[utoipa::path(post, path = "/v1/admin/signals/expire", tag = "admin", operation_id = "force_expire_signals",
+    request_body = ForceExpireBody,
+    responses((status = 200, description = "`{expired, skipped}`; with `dry_run`, `{would_expire, count}`", body = ForceExpireAnswer)))]
+pub async fn force_expire(
+    State(gw): State<Gateway>,
+    _admin: AdminAuth,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let req = parse_force_expire(&json_object(body)?)?;
+    if req.dry_run {
+        let found = force_expire::dry_run(&gw, req.filter).await?;
+        return Ok(Json(dry_run_json(&found.listed, found.count)));
+    }
+    let tenant = req.filter.tenant.clone();
+    let done = force_expire::expire(&gw, req.filter).await?;
+    tracing::info!(tenant, expired = done.expired, skipped = done.skipped, "signals force-expired");
+    Ok(Json(expired_json(done.expired, done.skipped)))
 }

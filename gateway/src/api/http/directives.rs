@@ -4,7 +4,6 @@
 //! Deliberately thin: the commands live in `directives.rs`, shared with the WebSocket and MCP.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
@@ -13,7 +12,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde_json::Value;
 
-use crate::api::http::extract::{json_object, PathId};
+use crate::api::http::extract::{json_object, wait_param, PathId};
 use crate::auth::AgentAuth;
 use crate::directives::{self, ListRequest, MAX_WAIT};
 use crate::error::ApiError;
@@ -39,17 +38,6 @@ pub async fn create(
     Ok((status, Json(created.directive)))
 }
 
-/// `?wait=S` (0–60 seconds) as a duration.
-pub fn wait_param(q: &HashMap<String, String>) -> Result<Option<Duration>, ApiError> {
-    let Some(w) = q.get("wait") else { return Ok(None) };
-    let bad = || ApiError::invalid(format!("wait must be a whole number of seconds from 0 to {}", MAX_WAIT.as_secs()));
-    let secs: u64 = w.parse().map_err(|_| bad())?;
-    if secs > MAX_WAIT.as_secs() {
-        return Err(bad());
-    }
-    Ok(Some(Duration::from_secs(secs)))
-}
-
 /// One directive, for its issuer or a candidate; with `wait`, answered once it has ended.
 #[utoipa::path(get, path = "/v1/directives/{id}", tag = "directives", operation_id = "get_directive",
     params(("id" = String, Path, description = "the directive id"),
@@ -61,7 +49,7 @@ pub async fn show(
     PathId(id): PathId,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let wait = wait_param(&q)?;
+    let wait = wait_param(&q, MAX_WAIT)?;
     Ok(Json(directives::get(&gw, &agent.tenant, &agent.identity, id, wait).await?))
 }
 

@@ -1,11 +1,12 @@
 //! What the HTTP handlers read from a request besides auth: the one path parameter, typed
-//! (`PathId`, `PathIdentity`, `PathPlugin`), a `limit` query parameter, and a JSON-object body
+//! (`PathId`, `PathIdentity`, `PathPlugin`), the `limit` and `wait` query parameters, and a JSON-object body
 //! with its fields.
 //!
 //! Deliberately knows no route and no handler: it turns request parts into values or an
 //! `invalid_request`, and the handlers decide what the values mean.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
@@ -96,6 +97,17 @@ pub fn limit_param(q: &HashMap<String, String>, default: u32) -> Result<u32, Api
             .filter(|l| (1..=1000).contains(l))
             .ok_or_else(|| ApiError::invalid("limit must be a whole number between 1 and 1000")),
     }
+}
+
+/// `?wait=S`, a whole number of seconds from 0 to `max`, as a duration (`None` when absent).
+pub fn wait_param(q: &HashMap<String, String>, max: Duration) -> Result<Option<Duration>, ApiError> {
+    let Some(w) = q.get("wait") else { return Ok(None) };
+    let bad = || ApiError::invalid(format!("wait must be a whole number of seconds from 0 to {}", max.as_secs()));
+    let secs: u64 = w.parse().map_err(|_| bad())?;
+    if secs > max.as_secs() {
+        return Err(bad());
+    }
+    Ok(Some(Duration::from_secs(secs)))
 }
 
 /// A request body that must be one JSON object. An empty body counts as `{}`.

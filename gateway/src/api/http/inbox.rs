@@ -1,9 +1,11 @@
-//! `GET /v1/inbox[?drain=true&limit=]` — the caller's pending signals in drain order, optionally
-//! delivered (`delivered_via: inbox`) — and `POST /v1/inbox/ack`, the HTTP ack for signals
-//! delivered to a piggyback session.
+//! `GET /v1/inbox[?drain=true&limit=&wait=]` — the caller's pending signals in drain order,
+//! optionally delivered (`delivered_via: inbox`), with `wait` answered once one is pending
+//! (CONTRACT §16) — and `POST /v1/inbox/ack`, the HTTP ack for signals delivered to a piggyback
+//! session.
 //!
-//! Deliberately thin: listing and draining are `Deliverer::pending`/`Deliverer::drain`, the
-//! same code a piggyback response uses, so both hand out a signal at most once.
+//! Deliberately thin: reading, waiting and draining are `inbox::read` (over
+//! `Deliverer::pending`/`Deliverer::drain`, the same code a piggyback response uses, so both
+//! hand out a signal at most once).
 
 use std::collections::HashMap;
 
@@ -11,15 +13,15 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
 use axum::{Extension, Json};
-use bus::event::DeliveredVia;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::api::http::extract::{json_object, limit_param};
-use crate::api::piggyback::OwnSignals;
+use crate::api::http::extract::{json_object, limit_param, wait_param};
+use crate::api::piggyback::{CallingSession, OwnSignals};
 use crate::auth::AgentAuth;
 use crate::commands;
 use crate::error::ApiError;
+use crate::inbox::{self, InboxRead, Reader};
 use crate::openapi::schemas::{AckRequest, PushedSignal};
 use crate::state::Gateway;
 use crate::wire::{self, PushSignal};
@@ -38,14 +40,18 @@ pub struct AckedBody {
     pub acked: usize,
 }
 
-/// The caller's pending signals; with `drain=true` they are delivered by this answer.
+/// The caller's pending signals; with `drain=true` they are delivered by this answer; with
+/// `wait=S`, answered as soon as one is pending, or after S seconds with none.
 #[utoipa::path(get, path = "/v1/inbox", tag = "signals", operation_id = "get_inbox",
     params(("drain" = Option<bool>, Query, description = "deliver them (delivered_via inbox)"),
-           ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "at most this many (default 100)")),
-    responses((status = 200, description = "pending signals, drain order", body = InboxBody)))]
+           ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "at most this many (default 100)"),
+           ("wait" = Option<u32>, Query, minimum = 0, maximum = 60,
+            description = "when nothing is pending, wait up to this many seconds for a signal (default 0); the X-Signalbus-Session named is heartbeat meanwhile")),
+    responses((status = 200, description = "pending signals, drain order (empty when none arrived within the wait)", body = InboxBody)))]
 pub async fn inbox(
     State(gw): State<Gateway>,
     AgentAuth(agent): AgentAuth,
+    session: Option<Extension<CallingSession>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<(Extension<OwnSignals>, Json<InboxBody>), ApiError> {
     let drain = match q.get("drain").map(String::as_str) {
@@ -54,11 +60,9 @@ pub async fn inbox(
         Some(_) => return Err(ApiError::invalid("drain must be true or false")),
     };
     let limit = limit_param(&q, 100)?;
-    let signals = if drain {
-        gw.deliverer().drain(&agent, None, DeliveredVia::Inbox, limit).await?
-    } else {
-        gw.deliverer().pending(&agent, limit).await?
-    };
+    let wait = wait_param(&q, inbox::MAX_WAIT)?.unwrap_or_default();
+    let reader = Reader { agent: &agent, drain_into: None, keep_alive: session.map(|Extension(s)| s.0) };
+    let signals = inbox::read(&gw, reader, InboxRead { drain, limit, wait }).await?;
     Ok((Extension(OwnSignals), Json(InboxBody { signals })))
 }
 

@@ -53,6 +53,7 @@ pub fn api_routes() -> Router<Gateway> {
         .route("/v1/plugins/{plugin}/state", get(plugins::state))
         .route("/v1/admin/rebuild", post(admin::rebuild))
         .route("/v1/admin/doctor", get(admin::doctor))
+        .route("/v1/admin/signals/expire", post(admin::force_expire))
 }
 
 /// Operational endpoints anyone may call.

@@ -1,5 +1,6 @@
 //! `POST /v1/signals`, `POST /v1/signals/{id}/recall`, `GET /v1/signals/{id}`, and
-//! `GET /v1/signals?role=&status=&limit=&cursor=` (newest first, opaque cursor paging).
+//! `GET /v1/signals?role=&status=&correlation_id=&limit=&cursor=` (newest first, or one
+//! conversation oldest first; opaque cursor paging).
 //!
 //! Deliberately thin: the send flow and recall live in `send.rs` and `commands.rs`, shared
 //! with the WebSocket.
@@ -13,12 +14,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use bus::signal::RecallOutcome;
-use projector::queries::{ListSignals, Role, StatusFilter};
 use serde::Serialize;
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-use crate::api::http::extract::{json_object, limit_param, PathId};
+use crate::api::http::extract::{json_object, PathId};
 use crate::api::piggyback::OwnSignals;
 use crate::auth::AgentAuth;
 use crate::error::ApiError;
@@ -73,40 +73,20 @@ pub struct SignalPage {
     pub next_cursor: Option<String>,
 }
 
-/// The caller's signals, newest first.
+/// The caller's signals, newest first; with `correlation_id`, that conversation's, oldest first.
 #[utoipa::path(get, path = "/v1/signals", tag = "signals", operation_id = "list_signals",
     params(("role" = Option<String>, Query, description = "sent or received (default both)"),
            ("status" = Option<String>, Query, description = "pending, delivered, expired or recalled"),
+           ("correlation_id" = Option<String>, Query,
+            description = "only the signals you sent or received with this correlation id (a conversation), oldest first"),
            ("limit" = Option<u32>, Query, minimum = 1, maximum = 1000, description = "page size (default 100)"),
-           ("cursor" = Option<String>, Query, description = "next_cursor of the previous page")),
-    responses((status = 200, description = "a page, newest first", body = SignalPage)))]
+           ("cursor" = Option<String>, Query, description = "next_cursor of the previous page of the same listing")),
+    responses((status = 200, description = "a page, newest first (oldest first with correlation_id)", body = SignalPage)))]
 pub async fn list(
     State(gw): State<Gateway>,
     AgentAuth(agent): AgentAuth,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<(Extension<OwnSignals>, Json<SignalPage>), ApiError> {
-    let role = match q.get("role").map(String::as_str) {
-        None => None,
-        Some("sent") => Some(Role::Sent),
-        Some("received") => Some(Role::Received),
-        Some(_) => return Err(ApiError::invalid("role must be sent or received")),
-    };
-    let status = match q.get("status").map(String::as_str) {
-        None => None,
-        Some("pending") => Some(StatusFilter::Pending),
-        Some("delivered") => Some(StatusFilter::Delivered),
-        Some("expired") => Some(StatusFilter::Expired),
-        Some("recalled") => Some(StatusFilter::Recalled),
-        Some(_) => return Err(ApiError::invalid("status must be pending, delivered, expired or recalled")),
-    };
-    let limit = limit_param(&q, 100)?;
-    let cursor = q.get("cursor").map(|c| crate::wire::cursor::decode(c)).transpose()?;
-    reads::consistent(&gw).await;
-    let query = ListSignals { tenant: agent.tenant, identity: agent.identity, role, status, limit, cursor };
-    let rows = gw.queries().list_signals(&query).await?;
-    let next_cursor = match rows.last() {
-        Some(last) if rows.len() as u32 >= limit => Some(crate::wire::cursor::encode(last.created_at, last.id)),
-        _ => None,
-    };
-    Ok((Extension(OwnSignals), Json(SignalPage { signals: rows.iter().map(wire::row_json).collect(), next_cursor })))
+) -> Result<(Extension<OwnSignals>, Json<Value>), ApiError> {
+    let req = wire::SignalList::from_query(&q)?;
+    Ok((Extension(OwnSignals), Json(reads::signals(&gw, &agent, req).await?)))
 }

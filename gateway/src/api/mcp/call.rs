@@ -30,6 +30,7 @@ pub enum Call {
     CheckInbox {
         drain: bool,
         limit: u32,
+        wait_seconds: u64,
     },
     Ack {
         signal_ids: Vec<Uuid>,
@@ -60,6 +61,10 @@ pub enum Call {
     GetDirective {
         directive_id: String,
         wait_seconds: u64,
+    },
+    /// `list_signals`: the query, as the HTTP query parameters of `GET /v1/signals`.
+    ListSignals {
+        query: Vec<(String, String)>,
     },
     /// `list_directives`: the query, as the HTTP query parameters.
     ListDirectives {
@@ -99,29 +104,19 @@ pub fn parse(name: &str, args: Option<&Map<String, Value>>) -> Option<Result<Cal
             .map(|signal_id| Call::Recall { signal_id }),
         "create_directive" => parse_create(args).map(|request| Call::CreateDirective { request, body: args.clone() }),
         "get_directive" => only(args, &["directive_id", "wait_seconds"]).and_then(|()| {
-            let wait_seconds = match args.get("wait_seconds") {
-                None | Some(Value::Null) => 0,
-                Some(v) => v.as_u64().filter(|s| *s <= MAX_TOOL_WAIT_SECONDS).ok_or_else(|| {
-                    ApiError::invalid(format!("wait_seconds must be a whole number from 0 to {MAX_TOOL_WAIT_SECONDS}"))
-                })?,
-            };
+            let wait_seconds = wait_seconds(args)?;
             Ok(Call::GetDirective { directive_id: required_str(args, "directive_id")?, wait_seconds })
         }),
-        "list_directives" => only(args, &["role", "status", "type", "limit", "before"]).and_then(|()| {
-            let query = args
-                .iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| match v {
-                    Value::String(s) => Ok((k.clone(), s.clone())),
-                    Value::Number(n) if k == "limit" => Ok((k.clone(), n.to_string())),
-                    _ => Err(ApiError::invalid(format!(
-                        "{k} must be a {}",
-                        if k == "limit" { "number" } else { "string" }
-                    ))),
-                })
-                .collect::<Result<_, _>>()?;
-            Ok(Call::ListDirectives { query })
-        }),
+        "list_directives" => only(args, &["role", "status", "type", "limit", "before"])
+            .and_then(|()| as_query(args))
+            .map(|query| Call::ListDirectives { query }),
+        "list_signals" => only(args, &["role", "status", "correlation_id", "limit", "cursor"])
+            .and_then(|()| as_query(args))
+            .and_then(|query| {
+                // Checked as `GET /v1/signals` checks its query, so the errors are the same.
+                wire::SignalList::from_query(&query.iter().cloned().collect())?;
+                Ok(Call::ListSignals { query })
+            }),
         "update_directive" => {
             let directive_id = required_str(args, "directive_id");
             let name = required_str(args, "action");
@@ -134,7 +129,7 @@ pub fn parse(name: &str, args: Option<&Map<String, Value>>) -> Option<Result<Cal
             })
         }
         "list_groups" => only(args, &[]).map(|()| Call::ListGroups),
-        "check_inbox" => only(args, &["drain", "limit"]).and_then(|()| inbox(args)),
+        "check_inbox" => only(args, &["drain", "limit", "wait_seconds"]).and_then(|()| inbox(args)),
         "ack_signals" => wire::parse_ack_ids(args).map(|signal_ids| Call::Ack { signal_ids }),
         "get_signal" => only(args, &["signal_id"])
             .and_then(|()| required_str(args, "signal_id"))
@@ -169,6 +164,28 @@ fn required_str(args: &Map<String, Value>, key: &str) -> Result<String, ApiError
     }
 }
 
+/// Tool arguments as query parameters: strings as they are, `limit` a number; nulls left out.
+fn as_query(args: &Map<String, Value>) -> Result<Vec<(String, String)>, ApiError> {
+    args.iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k.clone(), s.clone())),
+            Value::Number(n) if k == "limit" => Ok((k.clone(), n.to_string())),
+            _ => Err(ApiError::invalid(format!("{k} must be a {}", if k == "limit" { "number" } else { "string" }))),
+        })
+        .collect()
+}
+
+/// `wait_seconds`: a whole number from 0 to `MAX_TOOL_WAIT_SECONDS` (default 0).
+fn wait_seconds(args: &Map<String, Value>) -> Result<u64, ApiError> {
+    match args.get("wait_seconds") {
+        None | Some(Value::Null) => Ok(0),
+        Some(v) => v.as_u64().filter(|s| *s <= MAX_TOOL_WAIT_SECONDS).ok_or_else(|| {
+            ApiError::invalid(format!("wait_seconds must be a whole number from 0 to {MAX_TOOL_WAIT_SECONDS}"))
+        }),
+    }
+}
+
 fn inbox(args: &Map<String, Value>) -> Result<Call, ApiError> {
     let drain = match args.get("drain") {
         None | Some(Value::Null) => false,
@@ -183,7 +200,7 @@ fn inbox(args: &Map<String, Value>) -> Result<Call, ApiError> {
                 .ok_or_else(|| ApiError::invalid("limit must be a whole number between 1 and 1000"))? as u32
         }
     };
-    Ok(Call::CheckInbox { drain, limit })
+    Ok(Call::CheckInbox { drain, limit, wait_seconds: wait_seconds(args)? })
 }
 
 /// The tool result: `Ok` is the HTTP answer's body, `Err` its §8 error body (`isError: true`).
@@ -244,7 +261,26 @@ mod tests {
         assert_eq!(call("get_signal", json!({"signal_id": 1})).unwrap_err(), "signal_id must be a string");
         assert_eq!(call("check_inbox", json!({"drain": "yes"})).unwrap_err(), "drain must be true or false");
         assert!(call("check_inbox", json!({"limit": 0})).unwrap_err().starts_with("limit must be"));
-        assert_eq!(call("check_inbox", json!({})).unwrap(), Call::CheckInbox { drain: false, limit: 100 });
+        assert_eq!(
+            call("check_inbox", json!({})).unwrap(),
+            Call::CheckInbox { drain: false, limit: 100, wait_seconds: 0 }
+        );
+        assert_eq!(
+            call("check_inbox", json!({"drain": true, "wait_seconds": 50})).unwrap(),
+            Call::CheckInbox { drain: true, limit: 100, wait_seconds: 50 }
+        );
+        for bad in [json!(51), json!(-1), json!(1.5), json!("5")] {
+            let e = call("check_inbox", json!({"wait_seconds": bad})).unwrap_err();
+            assert_eq!(e, "wait_seconds must be a whole number from 0 to 50", "{bad}");
+        }
+        assert!(matches!(
+            call("list_signals", json!({"correlation_id": "t-1", "role": "sent", "limit": 5})).unwrap(),
+            Call::ListSignals { .. }
+        ));
+        assert_eq!(call("list_signals", json!({"role": "both"})).unwrap_err(), "role must be sent or received");
+        assert!(call("list_signals", json!({"correlation_id": ""})).unwrap_err().starts_with("correlation_id must be"));
+        assert_eq!(call("list_signals", json!({"limit": true})).unwrap_err(), "limit must be a number");
+        assert_eq!(call("list_signals", json!({"tenant": "t"})).unwrap_err(), "unknown field \"tenant\"");
         assert_eq!(call("ack_signals", json!({"signal_ids": ["x"]})).unwrap_err(), "signal_ids[0] is not a uuid");
         assert_eq!(call("list_agents", json!({"tenant": "t"})).unwrap_err(), "unknown field \"tenant\"");
         assert_eq!(call("record_fact", json!({"plugin": "a", "fact_type": "t"})).unwrap_err(), "state is required");

@@ -1,4 +1,5 @@
-//! What an MCP client is shown: the tools of CONTRACT §12 (and §14/§15's, from `team_tools`) with input schemas whose
+//! What an MCP client is shown: the tools of CONTRACT §12 (§14/§15's from `team_tools`, §16's
+//! `list_signals` and `check_inbox`'s wait here) with input schemas whose
 //! descriptions are written for the model that reads them, the server's instructions, and the
 //! announcement of a pending signal. `/mcp` and the stdio shim (`signalbus mcp`) list exactly
 //! these, so an agent sees the same bus through either.
@@ -12,7 +13,7 @@ use super::team_tools;
 use super::tool_schema::{annotations, schema};
 
 /// The tool names, fixed by CONTRACT §12.
-pub const TOOL_NAMES: [&str; 13] = [
+pub const TOOL_NAMES: [&str; 14] = [
     "send_signal",
     "recall_signal",
     "check_inbox",
@@ -26,6 +27,7 @@ pub const TOOL_NAMES: [&str; 13] = [
     "list_directives",
     "update_directive",
     "list_groups",
+    "list_signals",
 ];
 
 /// The `logger` of the notification that announces a pending signal.
@@ -36,7 +38,8 @@ pub const INSTRUCTIONS: &str = "signalbus moves short messages (signals) between
 one registered agent; the bus knows you by the token this connection uses. Send with send_signal, \
 take back an undelivered one with recall_signal. Signals sent to you arrive by themselves: every \
 tool result may carry a \"signals\" array - read it every time; those signals are now delivered to \
-you. When you have nothing else to call, check_inbox with drain: true fetches them. Acknowledge \
+you. When you have nothing else to call, check_inbox with drain: true fetches them (with \
+wait_seconds it waits for one to arrive, instead of you calling again and again). Acknowledge \
 what you have handled with ack_signals, or it is handed to you again in your next session. An \
 answer with delivered: true is on record; an error with code unavailable means nothing was \
 accepted, so send again; if an answer was lost, send again with the same dedupe_key and you get \
@@ -57,7 +60,11 @@ unknown_recipient (no such agent: check list_agents), invalid_request (the messa
 field), payload_too_large (payload over 64 KiB), rate_limited (wait retry_after_ms), unavailable \
 (nothing was accepted: send again). If an answer never arrives, send again with the same \
 dedupe_key: you get the original signal's answer, never a duplicate. Blocker and Question default \
-to sync; other types to async.";
+to sync; other types to async. To act later rather than now - follow up in an hour, remind a \
+reviewer tomorrow, check back on a task - schedule it: give deliver_after_seconds (e.g. 3600) or \
+deliver_at (an RFC 3339 time), async only. It is answered queued: true, publish_path: scheduled, \
+with its deliver_at; the recipient cannot see it until then, and you can recall_signal it until it \
+is delivered. Scheduling a note to yourself is how you set a reminder.";
     let properties = json!({
         "to": {"type": "string", "pattern": "^@?[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$",
                "description": "The recipient's identity, as list_agents shows it; or a group as @name (list_groups): one signal to each member but you, and the answer has one entry per member."},
@@ -72,6 +79,10 @@ to sync; other types to async.";
                            "description": "Your own id tying related signals together (e.g. a task id); the recipient sees it."},
         "dedupe_key": {"type": "string", "maxLength": 200,
                        "description": "Makes the send idempotent: a repeat with the same key answers the first send and sends nothing new. Use one whenever you might retry."},
+        "deliver_after_seconds": {"type": "integer", "minimum": 1, "maximum": 2_592_000,
+                                  "description": "Deliver it later: this many seconds from now (3600 = in an hour, 86400 = tomorrow; at most 30 days). Async only; not with deliver_at. Until then the recipient cannot see it; ttl_seconds counts from then."},
+        "deliver_at": {"type": "string", "format": "date-time",
+                       "description": "Deliver it later: at this time, RFC 3339 (e.g. 2026-11-21T09:30:00Z), in the future and at most 30 days ahead. Async only; not with deliver_after_seconds."},
     });
     Tool::new("send_signal", description, schema(properties, &["to", "type"]))
         .with_title("Send a signal")
@@ -99,11 +110,16 @@ fn check_inbox() -> Tool {
     let description = "List the signals waiting for you, most urgent first (priority, then \
 oldest). With drain: false (the default) they stay pending and this only looks. With drain: true \
 they are delivered to you by this answer - act on them, then ack_signals them. Signals also \
-arrive on their own in the \"signals\" array of any other tool result, so call this when you are \
-idle or waiting for an answer.";
+arrive on their own in the \"signals\" array of any other tool result. When you have nothing to \
+do until someone answers or hands you work, call this with wait_seconds (up to 50) instead of \
+calling again and again: it answers as soon as a signal is waiting for you, or after that many \
+seconds with an empty list - then call it again if you still want to wait. While it waits you \
+count as connected (available).";
     let properties = json!({
         "drain": {"type": "boolean", "default": false, "description": "true: deliver the listed signals to you now."},
         "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100, "description": "At most this many signals."},
+        "wait_seconds": {"type": "integer", "minimum": 0, "maximum": 50, "default": 0,
+                         "description": "If nothing is waiting, wait up to this many seconds for a signal to arrive (default 0: answer at once)."},
     });
     Tool::new("check_inbox", description, schema(properties, &[]))
         .with_title("Check your inbox")
@@ -168,6 +184,25 @@ and time ({} and seq 0 when it has no facts). Any agent of the tenant may read a
         .with_annotations(annotations(true, true, false))
 }
 
+fn list_signals() -> Tool {
+    let description = "List signals you sent or received, with their status (delivered_at, \
+acked_at, expired_at, recalled_at). Without correlation_id: newest first. With correlation_id: \
+one conversation - every signal you sent or received with that correlation_id, oldest first, so \
+you can read a thread back before answering in it (reply with the same correlation_id to stay in \
+it). Only your own signals are listed. If next_cursor is not null there are more: pass it as \
+cursor, with the same other arguments.";
+    let properties = json!({
+        "role": {"type": "string", "enum": ["sent", "received"], "description": "sent or received (default both)."},
+        "status": {"type": "string", "enum": ["pending", "delivered", "expired", "recalled"], "description": "Only signals in this state."},
+        "correlation_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "Only this conversation's signals, oldest first."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100, "description": "At most this many."},
+        "cursor": {"type": "string", "description": "next_cursor of the previous page, for the next one."},
+    });
+    Tool::new("list_signals", description, schema(properties, &[]))
+        .with_title("List your signals or a conversation")
+        .with_annotations(annotations(true, true, false))
+}
+
 /// Every tool, in `TOOL_NAMES` order.
 pub fn tools() -> Vec<Tool> {
     vec![
@@ -184,6 +219,7 @@ pub fn tools() -> Vec<Tool> {
         team_tools::list_directives(),
         team_tools::update_directive(),
         team_tools::list_groups(),
+        list_signals(),
     ]
 }
 

@@ -39,7 +39,7 @@ use crate::state::Gateway;
 pub(crate) fn routes(gw: &Gateway, max_body: usize) -> Router<Gateway> {
     let sessions = Arc::new(McpSessions::default());
     let (announced, tasks) = (sessions.clone(), gw.tasks().clone());
-    gw.announcers().add(Box::new(move |tenant, sent| bindings::announce(&announced, &tasks, tenant, sent)));
+    gw.announcers().add(Arc::new(move |tenant, sent| bindings::announce(&announced, &tasks, tenant, sent)));
     let manager = Arc::new(Manager::new(gw.clone(), sessions.clone()));
     let config = StreamableHttpServerConfig::default()
         // Every request carries the agent's bearer token, which a DNS-rebinding page cannot

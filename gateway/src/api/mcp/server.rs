@@ -25,6 +25,7 @@ use crate::api::mcp::call::{self, Call};
 use crate::api::mcp::catalog;
 use crate::commands::{self, FactAuthor};
 use crate::error::ApiError;
+use crate::inbox::{self, InboxRead, Reader};
 use crate::state::Gateway;
 use crate::{directives, fanout, groups, reads, wire};
 
@@ -96,7 +97,7 @@ impl ServerHandler for Server {
         b.set_peer(&context.peer);
         let parsed =
             call::parse(&request.name, request.arguments.as_ref()).ok_or_else(|| unknown_tool(&request.name))?;
-        let lists_signals = matches!(parsed, Ok(Call::CheckInbox { .. }));
+        let lists_signals = matches!(parsed, Ok(Call::CheckInbox { .. } | Call::ListSignals { .. }));
         let outcome = match parsed {
             Ok(c) => run(&self.gw, b, c).await,
             Err(e) => Err(e),
@@ -134,14 +135,17 @@ async fn run(gw: &Gateway, b: &Binding, call: Call) -> Result<Value, ApiError> {
             let outcome = commands::recall_id(gw, &a.tenant, &a.identity, &signal_id).await?;
             Ok(json!({ "outcome": outcome.as_str() }))
         }
-        Call::CheckInbox { drain, limit } => {
-            // Drained into this session, so what it never acks is redelivered on the next one.
-            let signals = if drain {
-                gw.deliverer().drain(a, Some(b.bus_session), DeliveredVia::Inbox, limit).await?
-            } else {
-                gw.deliverer().pending(a, limit).await?
-            };
+        Call::CheckInbox { drain, limit, wait_seconds } => {
+            // Drained into this session, so what it never acks is redelivered on the next one;
+            // a wait heartbeats it, so the agent stays available while it waits.
+            let reader = Reader { agent: a, drain_into: Some(b.bus_session), keep_alive: Some(b.bus_session) };
+            let wait = std::time::Duration::from_secs(wait_seconds);
+            let signals = inbox::read(gw, reader, InboxRead { drain, limit, wait }).await?;
             Ok(json!({ "signals": signals }))
+        }
+        Call::ListSignals { query } => {
+            let req = wire::SignalList::from_query(&query.into_iter().collect())?;
+            reads::signals(gw, a, req).await
         }
         Call::Ack { signal_ids } => {
             commands::ack(gw, &a.tenant, &a.identity, None, &signal_ids).await;
