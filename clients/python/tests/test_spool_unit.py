@@ -152,3 +152,50 @@ async def test_close_ends_a_pending_receive() -> None:
     await client.close()
     with pytest.raises(ClientClosed):
         await waiting
+
+
+async def test_a_scheduled_send_is_spooled_with_its_deliver_at(tmp_path: Path) -> None:
+    """SCENARIOS.md, the spool file format: a scheduled send keeps an absolute deliver_at; its TTL
+    runs from then; once due a replay sends it at once, without deliver_at."""
+    from datetime import datetime, timedelta, timezone
+
+    from signalbus_client.types import format_time, parse_time
+
+    seen: List[dict] = []
+    answers = iter([err(503, "unavailable")])
+    client = Client("http://stub", "tok", spool_dir=str(tmp_path), replay_rate=1000, http=stub(lambda b: next(answers, httpx.Response(200, json=OK)), seen))
+    assert client.spool is not None
+    out = await client.send("bob", "StatusUpdate", {"n": 1}, ttl_seconds=600, deliver_after=timedelta(minutes=10))
+    assert isinstance(out, Spooled) and seen[0]["deliver_after_seconds"] == 600
+    (entry,) = client.spool.entries()
+    assert "deliver_after_seconds" not in entry.request  # the delay became the instant it names
+    due = parse_time(entry.request["deliver_at"])
+    assert due is not None and abs((due - datetime.now(timezone.utc)) - timedelta(minutes=10)) < timedelta(seconds=5)
+
+    now = time.time()
+    overdue = {"to": "bob", "type": "StatusUpdate", "payload": {}, "dedupe_key": "overdue",
+               "deliver_at": format_time(datetime.fromtimestamp(now - 100, timezone.utc))}
+    client.spool.put(overdue, ttl_seconds=600, identity=None, reason="t", now=now - 200)
+    seen.clear()
+    report = await client.replay_spool()
+    assert len(report.replayed) == 2 and len(client.spool) == 0
+    by_key = {b["dedupe_key"]: b for b in seen}
+    ahead = by_key[out.dedupe_key]
+    assert ahead["deliver_at"] == entry.request["deliver_at"] and ahead["ttl_seconds"] == 600  # its whole TTL, from deliver_at
+    assert "deliver_at" not in by_key["overdue"] and 495 <= by_key["overdue"]["ttl_seconds"] <= 500  # due 100 s ago: sent now
+    await client.close()
+
+
+async def test_scheduled_usage_errors_come_before_the_spool(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from signalbus_client import UsageError
+
+    seen: List[dict] = []
+    client = Client("http://stub", "tok", spool_dir=str(tmp_path), http=stub(lambda b: err(503, "unavailable"), seen))
+    with pytest.raises(UsageError):
+        await client.send("bob", "Blocker", {}, deliver_after=timedelta(seconds=5))
+    with pytest.raises(UsageError):
+        await client.send("bob", "StatusUpdate", {}, deliver_after="5")  # type: ignore[arg-type]
+    assert seen == [] and len(client.spool) == 0  # type: ignore[arg-type]
+    await client.close()

@@ -1,7 +1,22 @@
-/** Admin calls with the admin token: register, rotate, remove, roster, rebuild, groups and their members. */
+/** Admin calls with the admin token: register, rotate, remove, roster, rebuild, groups and their members, force-expire. */
 
+import { UsageError } from "./errors.js";
 import { HttpApi, type FetchLike } from "./http.js";
-import { parseAgent, parseGroup, parseRemoval, type Agent, type Group, type Registration, type Removal, type SessionKind } from "./types.js";
+import {
+  parseAgent,
+  parseExpirePreview,
+  parseExpireResult,
+  parseGroup,
+  parseRemoval,
+  type Agent,
+  type ExpireFilter,
+  type ExpirePreview,
+  type ExpireResult,
+  type Group,
+  type Registration,
+  type Removal,
+  type SessionKind,
+} from "./types.js";
 
 export interface AdminOptions {
   requestTimeoutMs?: number;
@@ -95,5 +110,46 @@ export class AdminClient {
   async groups(options: { tenant?: string } = {}): Promise<Group[]> {
     const d = await this.api.request<{ groups?: Record<string, unknown>[] }>("GET", "/v1/groups", { params: { tenant: options.tenant } });
     return (d.groups ?? []).map(parseGroup);
+  }
+
+  // -- force-expire (CONTRACT §16) --------------------------------------------------------------
+
+  /**
+   * Expire a tenant's pending signals now (`POST /v1/admin/signals/expire`): those matching every
+   * filter given — recipient `to`, sender `from`, `signalType`, `olderThanMs` (since `createdAt`,
+   * rounded up to whole seconds), the ids in `signalIds` — scheduled ones included. Resolves to
+   * `ExpireResult` (`expired`, `skipped`: matched but delivered, recalled or expired first); their
+   * rows read `expiredReason: "forced"`. With `dryRun: true` nothing is expired: `ExpirePreview`
+   * (`wouldExpire`, `count`). A tenant alone (no filter) is a `UsageError` (the bus refuses it too:
+   * it would expire everything).
+   */
+  expireSignals(filter: ExpireFilter & { dryRun: true }): Promise<ExpirePreview>;
+  expireSignals(filter: ExpireFilter & { dryRun?: false }): Promise<ExpireResult>;
+  expireSignals(filter: ExpireFilter): Promise<ExpireResult | ExpirePreview>;
+  async expireSignals(filter: ExpireFilter): Promise<ExpireResult | ExpirePreview> {
+    const f = (filter ?? {}) as Partial<ExpireFilter>;
+    if (typeof f.tenant !== "string" || f.tenant === "") {
+      throw new UsageError(`expireSignals takes a tenant (a non-empty string), got ${JSON.stringify(f.tenant)}`);
+    }
+    if (f.signalIds !== undefined && !Array.isArray(f.signalIds)) throw new UsageError("signalIds is an array of signal ids");
+    const body: Record<string, unknown> = { tenant: f.tenant };
+    if (f.to !== undefined) body.to = f.to;
+    if (f.from !== undefined) body.from = f.from;
+    if (f.signalType !== undefined) body.signal_type = f.signalType;
+    if (f.olderThanMs !== undefined) {
+      if (!(typeof f.olderThanMs === "number" && Number.isFinite(f.olderThanMs) && f.olderThanMs >= 0)) {
+        throw new UsageError(`olderThanMs must be 0 or more milliseconds, got ${String(f.olderThanMs)}`);
+      }
+      body.older_than_seconds = Math.ceil(f.olderThanMs / 1000);
+    }
+    if (f.signalIds !== undefined) body.signal_ids = f.signalIds;
+    if (Object.keys(body).length === 1) {
+      throw new UsageError("expireSignals needs a filter besides the tenant ({to, from, signalType, olderThanMs, signalIds}): a tenant alone would expire every pending signal in it");
+    }
+    if (f.dryRun) {
+      body.dry_run = true;
+      return parseExpirePreview(await this.api.request("POST", "/v1/admin/signals/expire", { body }));
+    }
+    return parseExpireResult(await this.api.request("POST", "/v1/admin/signals/expire", { body }));
   }
 }

@@ -100,9 +100,44 @@ function clean(o: Record<string, unknown>): Record<string, unknown> {
   return out;
 }
 
+/** CONTRACT §16: the longest an inbox call may wait. */
+const MAX_INBOX_WAIT_MS = 60000;
+
+/**
+ * The wire fields of a scheduled send (CONTRACT §16), checked before anything is sent: at most one
+ * of `deliverAfterMs` and `deliverAt`, on an async send only, a positive delay (rounded up to whole
+ * seconds), a valid instant. Whether `deliverAt` lies in the future is the bus's to say (its clock
+ * decides: `InvalidRequest`).
+ */
+function scheduleFields(type: string, options: SendOptions): Record<string, unknown> {
+  const { deliverAfterMs: after, deliverAt: at } = options;
+  if (after === undefined && at === undefined) return {};
+  if (after !== undefined && at !== undefined) throw new UsageError("a send takes {deliverAfterMs} or {deliverAt}, not both");
+  if ((options.deliveryClass ?? defaultClass(type)) === "sync") {
+    throw new UsageError(`only an async send can be scheduled: ${type} is sent sync (pass deliveryClass: "async", or send it without deliverAfterMs/deliverAt)`);
+  }
+  if (after !== undefined) {
+    if (!(typeof after === "number" && Number.isFinite(after) && after > 0)) {
+      throw new UsageError(`deliverAfterMs must be a positive number of milliseconds, got ${String(after)}`);
+    }
+    return { deliver_after_seconds: Math.ceil(after / 1000) };
+  }
+  const instant = at instanceof Date ? at : typeof at === "string" ? new Date(at) : undefined;
+  if (!instant || Number.isNaN(instant.getTime())) {
+    throw new UsageError(`deliverAt must be a Date or an RFC 3339 string, got ${JSON.stringify(at)}`);
+  }
+  return { deliver_at: instant.toISOString() };
+}
+
 const enc = encodeURIComponent;
 /** A group's name in a path: without its `@` (`"@reviewers"` and `"reviewers"` name the same group). */
 const groupPath = (name: string): string => enc(name.replace(/^@/, ""));
+
+/** `inbox` and `drain` options: at most `limit` signals; `waitMs` (≤ 60000) makes the call a long poll. */
+export interface InboxOptions {
+  limit?: number;
+  waitMs?: number;
+}
 
 /** What `recallMany` recalls: every signal of one group send, or every signal you sent with one correlation id. */
 export type RecallManyTarget = { fanoutId: string; correlationId?: undefined } | { correlationId: string; fanoutId?: undefined };
@@ -124,6 +159,7 @@ export class Client {
   private readonly directives: Directives;
   private readonly spoolStore: Promise<SpoolStore> | undefined;
   private readonly connectTimeoutMs: number;
+  private readonly requestTimeoutMs: number;
   private readonly listeners = new Map<ConnectionEvent, Set<() => void>>();
 
   constructor(url: string, token: string, options: ClientOptions = {}) {
@@ -132,6 +168,7 @@ export class Client {
     this.url = this.api.url;
     const logger = options.logger ?? consoleLogger;
     this.connectTimeoutMs = options.connectTimeoutMs ?? 10000;
+    this.requestTimeoutMs = requestTimeoutMs;
     const replayRate = options.replayRate ?? 20;
     if (!(replayRate > 0)) throw new RangeError("replayRate must be positive (sends per second)");
     this.session = new Session(this.api, token, {
@@ -327,6 +364,15 @@ export class Client {
    * `UnknownGroup` when there is no such group. A group send is never spooled. The types say
    * which answer comes: `FanoutResult` for a `@…` literal, `SendOutcome` for another, either for a
    * plain `string` (tell them apart with `isFanout`).
+   *
+   * Scheduled (CONTRACT §16): with `deliverAfterMs` (rounded up to whole seconds; 30 days at most)
+   * or `deliverAt` (a `Date` or an RFC 3339 string, in the future) an async send is held by the
+   * bus — invisible to its recipient — until then, and answered `queued` with `publishPath:
+   * "scheduled"` and `deliverAt`; it can be recalled until delivered, and its TTL counts from
+   * `deliverAt`. Both at once, on a sync send, or a delay that is not positive: `UsageError`
+   * before anything is sent; a `deliverAt` in the past or too far ahead: the bus's
+   * `InvalidRequest`. Spooled like any async send, with its `deliver_at` (a replay after it sends
+   * it at once).
    */
   async send<To extends string>(to: To, type: string, payload: Json = {}, options: SendOptions = {}): Promise<SendAnswer<To>> {
     if (typeof to === "string" && to.startsWith("@")) return (await this.sendToGroup(to, type, payload, options)) as SendAnswer<To>;
@@ -334,6 +380,7 @@ export class Client {
   }
 
   private async sendToGroup(to: string, type: string, payload: Json, options: SendOptions): Promise<FanoutResult> {
+    const schedule = scheduleFields(type, options);
     const key = options.dedupeKey || `sbc-${randomId()}`;
     const request = clean({
       to,
@@ -343,6 +390,7 @@ export class Client {
       ttl_seconds: options.ttlSeconds,
       correlation_id: options.correlationId,
       dedupe_key: key,
+      ...schedule,
     });
     try {
       return parseFanout(await this.session.transmitSend(request), key);
@@ -352,6 +400,7 @@ export class Client {
   }
 
   private async sendOne(to: string, type: string, payload: Json, options: SendOptions): Promise<SendOutcome> {
+    const schedule = scheduleFields(type, options);
     const key = options.dedupeKey || `sbc-${randomId()}`;
     const request = clean({
       to,
@@ -361,6 +410,7 @@ export class Client {
       ttl_seconds: options.ttlSeconds,
       correlation_id: options.correlationId,
       dedupe_key: key,
+      ...schedule,
     });
     try {
       return parseSendResult(await this.session.transmitSend(request), key);
@@ -469,16 +519,47 @@ export class Client {
     return this.session.delivery.ack(ids);
   }
 
-  /** Pending signals for you, in drain order; delivers nothing. */
-  async inbox(options: { limit?: number } = {}): Promise<Signal[]> {
-    const data = await this.api.request<{ signals?: Record<string, unknown>[] }>("GET", "/v1/inbox", { params: { limit: options.limit } });
+  /**
+   * Pending signals for you, in drain order; delivers nothing. With `waitMs` (0 … 60000, rounded
+   * up to whole seconds) the bus answers as soon as something is pending, or after that long with
+   * `[]` — a long poll, over HTTP, with or without a session. `UsageError` for a `waitMs` outside
+   * 0 … 60000.
+   */
+  inbox(options: InboxOptions = {}): Promise<Signal[]> {
+    return this.inboxCall(false, options);
+  }
+
+  /** Take pending signals (`GET /v1/inbox?drain=true`): delivered to you, never pushed later. `waitMs` as `inbox`'s: what it answers is delivered too. */
+  drain(options: InboxOptions = {}): Promise<Signal[]> {
+    return this.inboxCall(true, options);
+  }
+
+  private async inboxCall(drain: boolean, options: InboxOptions): Promise<Signal[]> {
+    const waitMs = options.waitMs;
+    if (waitMs !== undefined && !(typeof waitMs === "number" && waitMs >= 0 && waitMs <= MAX_INBOX_WAIT_MS)) {
+      throw new UsageError(`${drain ? "drain" : "inbox"} waitMs must be 0 … ${MAX_INBOX_WAIT_MS} milliseconds, got ${String(waitMs)}`);
+    }
+    const wait = waitMs ? Math.ceil(waitMs / 1000) : undefined; // the bus takes whole seconds
+    const data = await this.api.request<{ signals?: Record<string, unknown>[] }>("GET", "/v1/inbox", {
+      params: { drain: drain ? "true" : undefined, limit: options.limit, wait },
+      timeoutMs: wait ? this.requestTimeoutMs + wait * 1000 : undefined, // the bus holds the answer up to `wait`
+    });
     return (data.signals ?? []).map(parseSignal);
   }
 
-  /** Take pending signals (`GET /v1/inbox?drain=true`): delivered to you, never pushed later. */
-  async drain(options: { limit?: number } = {}): Promise<Signal[]> {
-    const data = await this.api.request<{ signals?: Record<string, unknown>[] }>("GET", "/v1/inbox", { params: { drain: "true", limit: options.limit } });
-    return (data.signals ?? []).map(parseSignal);
+  /**
+   * A conversation (CONTRACT §16): the signals you sent and received with `correlationId`,
+   * **oldest first** (never anyone else's); `cursor: page.nextCursor` continues. `UsageError` for
+   * an empty `correlationId` (the bus takes 1 … 64 characters).
+   */
+  async conversation(correlationId: string, options: { limit?: number; cursor?: string } = {}): Promise<SignalPage> {
+    if (typeof correlationId !== "string" || correlationId === "") {
+      throw new UsageError(`conversation takes a correlation id (a non-empty string), got ${JSON.stringify(correlationId)}`);
+    }
+    const data = await this.api.request<{ signals?: Record<string, unknown>[]; next_cursor?: string | null }>("GET", "/v1/signals", {
+      params: { correlation_id: correlationId, limit: options.limit, cursor: options.cursor },
+    });
+    return { signals: (data.signals ?? []).map(parseSignalRow), nextCursor: data.next_cursor ?? null };
   }
 
   /** A signal's row (you sent or received it); `NotFound` otherwise. */

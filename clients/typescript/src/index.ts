@@ -13,7 +13,7 @@
  */
 
 export { Client } from "./client.js";
-export type { ClientOptions, RecallManyTarget } from "./client.js";
+export type { ClientOptions, InboxOptions, RecallManyTarget } from "./client.js";
 export type { DirectiveHandler, ProgressReport, ProgressReporter, RunDirectiveOptions } from "./directives.js";
 export type { ReplayCallback, ReplayOutcome, ReplayReport } from "./replay.js";
 export type { SignalHandler } from "./delivery.js";
@@ -22,7 +22,7 @@ export { AdminClient } from "./admin.js";
 export type { AdminOptions } from "./admin.js";
 export * from "./errors.js";
 export * from "./types.js";
-export { MemorySpool, DEFAULT_MAX_AGE_MS, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, remainingTtl } from "./spool.js";
+export { MemorySpool, DEFAULT_MAX_AGE_MS, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, remainingTtl, replayRequest } from "./spool.js";
 export type { PutOptions, SpoolEntry, SpoolLimits, SpoolRequest, SpoolStore } from "./spool.js";
 export { consoleLogger, silentLogger } from "./logger.js";
 export type { Logger } from "./logger.js";

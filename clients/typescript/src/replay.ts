@@ -11,7 +11,7 @@
 import { DEFINITIVE_CODES, ProtocolError, RateLimited, SignalbusError, SpoolExpired } from "./errors.js";
 import type { Logger } from "./logger.js";
 import type { Session } from "./session.js";
-import { dedupeKeyOf, remainingTtl, type SpoolEntry, type SpoolRequest, type SpoolStore } from "./spool.js";
+import { dedupeKeyOf, remainingTtl, replayRequest, type SpoolEntry, type SpoolRequest, type SpoolStore } from "./spool.js";
 import { defaultTtl, parseSendResult, type SendResult, type Spooled } from "./types.js";
 
 export type ReplayOutcome = SendResult | SignalbusError;
@@ -66,8 +66,10 @@ export class Replayer {
   /** Spool a send the bus could not take; what `send` resolves to for it. */
   async spoolSend(request: Record<string, unknown>, err: SignalbusError): Promise<Spooled> {
     const store = await this.spoolStore;
-    const { ttl_seconds, ...rest } = request;
+    const { ttl_seconds, deliver_after_seconds, ...rest } = request;
     const ttl = (ttl_seconds as number | undefined) ?? defaultTtl(String(request.type));
+    // a delay from now, kept as the instant it names (the replay comes later)
+    if (deliver_after_seconds !== undefined) rest.deliver_at = new Date(Date.now() + Number(deliver_after_seconds) * 1000).toISOString();
     const entry = await store.put(rest as SpoolRequest, { ttlSeconds: ttl, identity: this.session.identity ?? null, reason: `${err.code}: ${err.detail}` });
     this.logger.debug(`the bus could not take the send (${err.code}): spooled as ${entry.name}, replayed when it is back`);
     this.wake();
@@ -148,7 +150,8 @@ export class Replayer {
         report.kept += 1;
         continue;
       }
-      const remaining = remainingTtl(entry);
+      const now = Date.now();
+      const remaining = remainingTtl(entry, now);
       if (remaining < 1) {
         await store.delete(entry.name);
         this.logger.warn(`spooled send ${entry.name} (dedupe_key ${key}) expired in the spool: dropped`);
@@ -161,7 +164,7 @@ export class Replayer {
       last = Date.now();
       let result: SendResult;
       try {
-        result = parseSendResult(await this.session.transmitSend({ ...entry.request, ttl_seconds: remaining }), key);
+        result = parseSendResult(await this.session.transmitSend(replayRequest(entry, now)), key);
       } catch (e) {
         const err = e instanceof SignalbusError ? e : new ProtocolError(String((e as Error)?.message ?? e), { cause: e });
         if (DEFINITIVE_CODES.has(err.code)) {

@@ -3,7 +3,7 @@
  * replayed newest-first when it is back. `FileSpool` (Node, `@signalbus/client/file-spool`) keeps
  * them as JSON files in a directory, in the format the Python client uses too; `MemorySpool`
  * keeps them in memory (browsers, tests). Both cap size (default 100 MB) and age (default 24 h),
- * evicting oldest first.
+ * evicting oldest first. A scheduled send keeps its `deliver_at` (see `replayRequest`).
  */
 
 import { SpoolFull } from "./errors.js";
@@ -22,6 +22,8 @@ export interface SpoolRequest {
   delivery_class?: string;
   correlation_id?: string;
   dedupe_key: string;
+  /** A scheduled send's instant (CONTRACT §16): a `deliver_after_seconds` becomes one when it is spooled. */
+  deliver_at?: string;
   [key: string]: unknown;
 }
 
@@ -65,10 +67,30 @@ export interface SpoolLimits {
 
 export const dedupeKeyOf = (e: SpoolEntry): string => e.request.dedupe_key;
 
-/** Whole seconds of TTL left (<= 0: expired while spooled). */
+/** A scheduled send due sooner than this is replayed at once, without its deliver_at (which the bus would refuse once it has passed). */
+const SCHEDULE_MARGIN_MS = 1000;
+
+/** When a scheduled entry is due (its request's `deliver_at`, ms since the epoch); undefined when it is not scheduled or the field is unreadable. */
+function dueAt(e: SpoolEntry): number | undefined {
+  const at = e.request.deliver_at;
+  if (typeof at !== "string") return undefined;
+  const ms = Date.parse(at);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+/** Whole seconds of TTL left (<= 0: expired while spooled). A scheduled send's TTL runs from its `deliver_at` (CONTRACT §16: `expires_at = deliver_at + ttl`). */
 export function remainingTtl(e: SpoolEntry, now = Date.now()): number {
-  const age = Math.max(0, now - Date.parse(e.spooledAt)) / 1000;
+  const start = Math.max(Date.parse(e.spooledAt), dueAt(e) ?? -Infinity);
+  const age = Math.max(0, now - start) / 1000;
   return Math.trunc(e.ttlSeconds - age);
+}
+
+/** What a replay sends: the request with the TTL left, and a scheduled send's `deliver_at` only while it is still ahead — once due it is sent at once. */
+export function replayRequest(e: SpoolEntry, now = Date.now()): Record<string, unknown> {
+  const request: Record<string, unknown> = { ...e.request, ttl_seconds: remainingTtl(e, now) };
+  const due = dueAt(e);
+  if (due !== undefined && due - now < SCHEDULE_MARGIN_MS) delete request.deliver_at;
+  return request;
 }
 
 let seq = 0;

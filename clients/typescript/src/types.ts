@@ -1,4 +1,4 @@
-/** Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10, §14, §15). Timestamps are RFC 3339 strings. */
+/** Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10, §14, §15, §16). Timestamps are RFC 3339 strings. */
 
 import { toDirective, type Directive, type DirectiveStatus } from "./directive-object.js";
 import { errorFromBody, ProtocolError, type SignalbusError } from "./errors.js";
@@ -8,7 +8,9 @@ export type { Directive, DirectiveFailure, DirectiveProgress, DirectiveStatus } 
 
 export type DeliveryClass = "sync" | "async";
 export type RecipientState = "available" | "not_available_stale" | "not_available_offline";
-export type PublishPath = "pushed_to_ws" | "buffered_for_piggyback" | "queued_offline";
+export type PublishPath = "pushed_to_ws" | "buffered_for_piggyback" | "queued_offline" | "scheduled";
+/** CONTRACT §16: why a signal expired — its TTL ran out (the sweeper), or an admin forced it. */
+export type ExpiredReason = "ttl" | "forced";
 export type RecallOutcome = "recalled" | "already_delivered" | "already_expired" | "not_found";
 export type SessionKind = "daemon" | "shim" | "interactive";
 export type Json = unknown;
@@ -40,7 +42,11 @@ export interface Signal {
   raw: Record<string, unknown>;
 }
 
-/** The bus accepted the send. `dedupeKey` is the key it carried (the caller's or a generated one). */
+/**
+ * The bus accepted the send. `dedupeKey` is the key it carried (the caller's or a generated one).
+ * A scheduled send (CONTRACT §16) is answered `queued`, `publishPath: "scheduled"`, with
+ * `deliverAt`: when the bus hands it over (null for a send that was not scheduled).
+ */
 export interface SendResult {
   spooled: false;
   signalId: string;
@@ -54,6 +60,8 @@ export interface SendResult {
   publishPath: PublishPath;
   redacted: string[];
   dedupeKey: string;
+  /** When a scheduled send is handed over (ISO 8601 UTC); null when it was not scheduled. */
+  deliverAt: string | null;
   raw: Record<string, unknown>;
 }
 
@@ -80,6 +88,13 @@ export interface SendOptions {
   ttlSeconds?: number;
   correlationId?: string;
   dedupeKey?: string;
+  /**
+   * Scheduled delivery (CONTRACT §16, async sends only): hold the signal this long (rounded up to
+   * whole seconds; at most 30 days) before the bus hands it over. Not with `deliverAt`.
+   */
+  deliverAfterMs?: number;
+  /** Scheduled delivery: hand it over at this instant (a `Date`, or an RFC 3339 string), in the future. Not with `deliverAfterMs`. */
+  deliverAt?: Date | string;
   /** false: throw instead of spooling when the bus cannot take it. */
   spool?: boolean;
 }
@@ -187,7 +202,11 @@ export interface DirectivePage {
   nextBefore: string | null;
 }
 
-/** A signal's row (CONTRACT §10 columns), from `get` and `list`. */
+/**
+ * A signal's row (CONTRACT §10 columns), from `get`, `list` and `conversation`. `deliverAt` is set
+ * for a scheduled signal (CONTRACT §16); `expiredReason` says why an expired one expired: `"ttl"`
+ * (its TTL ran out) or `"forced"` (an admin's `expireSignals`), null while it has not.
+ */
 export interface SignalRow {
   id: string;
   tenant: string;
@@ -209,10 +228,13 @@ export interface SignalRow {
   deliveredVia: string | null;
   resolvedToSession: string | null;
   ackedAt: string | null;
+  deliverAt: string | null;
+  expiredReason: ExpiredReason | null;
   status: "pending" | "delivered" | "expired" | "recalled";
   raw: Record<string, unknown>;
 }
 
+/** One page of `list` (newest first) or `conversation` (oldest first); `cursor: nextCursor` continues (null: the last page). */
 export interface SignalPage {
   signals: SignalRow[];
   nextCursor: string | null;
@@ -242,6 +264,46 @@ export interface Removal {
   identity: string;
   removedAt: string;
   signalsExpired: number;
+}
+
+/** What `AdminClient.expireSignals` matches (CONTRACT §16): a tenant and at least one filter; filters combine with AND. */
+export interface ExpireFilter {
+  tenant: string;
+  /** The recipient. */
+  to?: string;
+  /** The sender. */
+  from?: string;
+  signalType?: string;
+  /** Only signals created longer ago than this (rounded up to whole seconds). */
+  olderThanMs?: number;
+  signalIds?: string[];
+  /** true: expire nothing, list what would be (`ExpirePreview`). */
+  dryRun?: boolean;
+}
+
+/** `expireSignals` answer: `expired` pending signals were expired (`expiredReason: "forced"`); `skipped` matched but were delivered, recalled or expired first. */
+export interface ExpireResult {
+  dryRun: false;
+  expired: number;
+  skipped: number;
+  raw: Record<string, unknown>;
+}
+
+/** A pending signal an `expireSignals({dryRun: true})` matched. */
+export interface ExpireCandidate {
+  signalId: string;
+  to: string;
+  from: string;
+  type: string;
+  createdAt: string;
+}
+
+/** `expireSignals({dryRun: true})` answer: what would be expired (nothing was). */
+export interface ExpirePreview {
+  dryRun: true;
+  wouldExpire: ExpireCandidate[];
+  count: number;
+  raw: Record<string, unknown>;
 }
 
 export interface PluginState {
@@ -313,6 +375,7 @@ export function parseSendResult(o: Obj, dedupeKey: string): SendResult {
     publishPath: req(o, "publish_path"),
     redacted: Array.isArray(o.redacted) ? (o.redacted as string[]) : [],
     dedupeKey,
+    deliverAt: opt(o, "deliver_at"),
     raw: o,
   };
 }
@@ -394,6 +457,8 @@ export function parseSignalRow(o: Obj): SignalRow {
     deliveredVia: opt<string>(o, "delivered_via"),
     resolvedToSession: opt<string>(o, "resolved_to_session"),
     ackedAt: opt<string>(o, "acked_at"),
+    deliverAt: opt<string>(o, "deliver_at"),
+    expiredReason: opt<ExpiredReason>(o, "expired_reason"),
     raw: o,
   };
   const status = row.deliveredAt ? "delivered" : row.recalledAt ? "recalled" : row.expiredAt ? "expired" : "pending";
@@ -407,6 +472,21 @@ export function parseRemoval(o: Obj): Removal {
     removedAt: req<string>(o, "removed_at"),
     signalsExpired: Number(o.signals_expired ?? 0),
   };
+}
+
+export function parseExpireResult(o: Obj): ExpireResult {
+  return { dryRun: false, expired: Number(req(o, "expired")), skipped: Number(o.skipped ?? 0), raw: o };
+}
+
+export function parseExpirePreview(o: Obj): ExpirePreview {
+  const wouldExpire = (Array.isArray(o.would_expire) ? (o.would_expire as Obj[]) : []).map((c) => ({
+    signalId: req<string>(c, "signal_id"),
+    to: req<string>(c, "to"),
+    from: req<string>(c, "from"),
+    type: req<string>(c, "type"),
+    createdAt: req<string>(c, "created_at"),
+  }));
+  return { dryRun: true, wouldExpire, count: Number(o.count ?? wouldExpire.length), raw: o };
 }
 
 export function parseAgent(o: Obj, tenant = ""): Agent {

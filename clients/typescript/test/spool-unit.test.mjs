@@ -132,3 +132,38 @@ test("spool ages are milliseconds; maxAgeSeconds stays as a deprecated alias", (
   assert.equal(new MemorySpool({ maxAgeSeconds: 2 }).maxAgeMs, 2000);
   assert.throws(() => new MemorySpool({ maxAgeMs: 0 }), RangeError);
 });
+
+test("a scheduled send is spooled with its deliver_at (SCENARIOS.md, the spool file format)", async () => {
+  const seen = [];
+  const answers = [err(503, "unavailable")];
+  const spool = new MemorySpool();
+  const c = mk(stub(() => answers.shift() ?? json(200, OK), seen), { spool, replayRate: 1000 });
+  const out = await c.send("bob", "StatusUpdate", { n: 1 }, { ttlSeconds: 600, deliverAfterMs: 600000 });
+  assert.equal(out.spooled, true);
+  assert.equal(seen[0].deliver_after_seconds, 600);
+  const [entry] = await spool.entries();
+  assert.equal("deliver_after_seconds" in entry.request, false); // the delay became the instant it names
+  assert.ok(Math.abs(Date.parse(entry.request.deliver_at) - (Date.now() + 600000)) < 5000);
+
+  const now = Date.now();
+  const overdue = { to: "bob", type: "StatusUpdate", payload: {}, dedupe_key: "overdue", deliver_at: new Date(now - 100000).toISOString() };
+  await spool.put(overdue, { ttlSeconds: 600, identity: null, reason: "t", now: now - 200000 });
+  seen.length = 0;
+  const report = await c.replaySpool();
+  assert.deepEqual([report.replayed.length, await spool.count()], [2, 0]);
+  const byKey = Object.fromEntries(seen.map((b) => [b.dedupe_key, b]));
+  assert.deepEqual([byKey[out.dedupeKey].deliver_at, byKey[out.dedupeKey].ttl_seconds], [entry.request.deliver_at, 600]); // its whole TTL, from deliver_at
+  assert.equal("deliver_at" in byKey.overdue, false); // due 100 s ago: sent now
+  assert.ok(byKey.overdue.ttl_seconds >= 495 && byKey.overdue.ttl_seconds <= 500);
+  await c.close();
+});
+
+test("scheduled usage errors come before the spool", async () => {
+  const seen = [];
+  const spool = new MemorySpool();
+  const c = mk(stub(() => err(503, "unavailable"), seen), { spool });
+  await assert.rejects(c.send("bob", "Blocker", {}, { deliverAfterMs: 5000 }), (e) => e.name === "UsageError");
+  await assert.rejects(c.send("bob", "StatusUpdate", {}, { deliverAfterMs: 1000, deliverAt: new Date() }), (e) => e.name === "UsageError");
+  assert.deepEqual([seen.length, await spool.count()], [0, 0]);
+  await c.close();
+});

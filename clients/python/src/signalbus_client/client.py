@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import time
 import uuid
+from datetime import datetime, timedelta
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Union
 from urllib.parse import quote
 
@@ -55,6 +57,7 @@ from .types import (
     SignalRow,
     Welcome,
     default_class,
+    format_time,
     parse_time,
 )
 
@@ -67,6 +70,48 @@ ConnectionCallback = Callable[[], Union[None, Awaitable[None]]]
 def _log_callback_failure(task: "asyncio.Future[Any]") -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("a connection event callback failed: %r", task.exception())
+
+
+# CONTRACT §16: the longest an inbox call may wait, in seconds.
+MAX_INBOX_WAIT = 60
+
+
+def seconds_of(value: Union[float, timedelta], what: str) -> float:
+    """A duration given as seconds or a ``timedelta``, as seconds (``UsageError`` otherwise)."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise UsageError(f"{what} is seconds (a number) or a timedelta, got {value!r}")
+
+
+def schedule_fields(
+    signal_type: str,
+    delivery_class: Optional[str],
+    deliver_after: Union[float, timedelta, None],
+    deliver_at: Optional[datetime],
+) -> Dict[str, Any]:
+    """The wire fields of a scheduled send (CONTRACT §16), checked before anything is sent: at
+    most one of the two, on an async send only, a positive delay (rounded up to whole seconds),
+    an aware ``datetime``. Whether ``deliver_at`` lies in the future is the bus's to say (its
+    clock decides: ``InvalidRequest``)."""
+    if deliver_after is None and deliver_at is None:
+        return {}
+    if deliver_after is not None and deliver_at is not None:
+        raise UsageError("a send takes deliver_after= or deliver_at=, not both")
+    if (delivery_class or default_class(signal_type)) == "sync":
+        raise UsageError(
+            f"only an async send can be scheduled: {signal_type} is sent sync "
+            "(pass delivery_class='async', or send it without deliver_after/deliver_at)"
+        )
+    if deliver_after is not None:
+        seconds = seconds_of(deliver_after, "deliver_after")
+        if not seconds > 0:
+            raise UsageError(f"deliver_after must be a positive delay, got {deliver_after!r}")
+        return {"deliver_after_seconds": math.ceil(seconds)}
+    if not isinstance(deliver_at, datetime) or deliver_at.tzinfo is None or deliver_at.utcoffset() is None:
+        raise UsageError(f"deliver_at must be a timezone-aware datetime (datetime.now(timezone.utc) + ...), got {deliver_at!r}")
+    return {"deliver_at": format_time(deliver_at)}
 
 
 # Names this module gave before the engine moved below it; ``signalbus_client`` exports them.
@@ -287,10 +332,21 @@ class Client:
         ttl_seconds: Optional[int] = None,
         correlation_id: Optional[str] = None,
         dedupe_key: Optional[str] = None,
+        deliver_after: Union[float, timedelta, None] = None,
+        deliver_at: Optional[datetime] = None,
         spool: bool = True,
     ) -> SendOutcome:
         """Send a signal (CONTRACT §4). Every send carries a ``dedupe_key`` (a fresh one when
         none is given) so that resending it can never create a second signal.
+
+        Scheduled (CONTRACT §16): with ``deliver_after`` (seconds or a ``timedelta``, rounded up
+        to whole seconds; 30 days at most) or ``deliver_at`` (an aware ``datetime``, in the
+        future) an async send is held by the bus — invisible to its recipient — until then, and
+        answered ``queued`` with ``publish_path == "scheduled"`` and ``.deliver_at``; it can be
+        recalled until it is delivered, and its TTL counts from ``deliver_at``. Both at once, on
+        a sync send, or a delay that is not positive: ``UsageError`` before anything is sent; a
+        ``deliver_at`` in the past or too far ahead: the bus's ``InvalidRequest``. Spooled like
+        any async send (with its ``deliver_at``: a replay after it sends it at once).
 
         Returns ``SendResult`` when the bus accepted it, or ``Spooled`` when the bus was
         unreachable or unavailable and the client has a spool (``spool=False`` raises instead).
@@ -303,6 +359,7 @@ class Client:
         Raises the typed error otherwise: ``RecipientUnavailable`` for a bounced sync send
         (``.recipient_state``, ``.signal_id``), ``UnknownRecipient``, ``InvalidRequest``, ...
         """
+        schedule = schedule_fields(type, delivery_class, deliver_after, deliver_at)
         key = dedupe_key or f"sbc-{uuid.uuid4()}"
         request = clean(
             {
@@ -313,6 +370,7 @@ class Client:
                 "ttl_seconds": ttl_seconds,
                 "correlation_id": correlation_id,
                 "dedupe_key": key,
+                **schedule,
             }
         )
         try:
@@ -423,16 +481,44 @@ class Client:
                 ids.append(one(item))
         return await self._delivery.ack(ids)
 
-    async def inbox(self, *, limit: Optional[int] = None) -> List[Signal]:
-        """Pending signals for you, in drain order; delivers nothing."""
-        data = await self._api.request("GET", "/v1/inbox", params={"limit": limit})
+    async def inbox(self, *, limit: Optional[int] = None, wait: Optional[float] = None) -> List[Signal]:
+        """Pending signals for you, in drain order; delivers nothing. With ``wait`` (seconds,
+        0 … 60, rounded up to whole seconds) the bus answers as soon as something is pending, or
+        after ``wait`` with ``[]`` — a long poll, over HTTP, with or without a session.
+        ``UsageError`` for a ``wait`` outside 0 … 60."""
+        return await self._inbox(drain=False, limit=limit, wait=wait)
+
+    async def drain(self, *, limit: Optional[int] = None, wait: Optional[float] = None) -> List[Signal]:
+        """Take pending signals (``GET /v1/inbox?drain=true``): they are delivered to you
+        (``delivered_via: inbox``) and never pushed to a session later. ``wait`` as ``inbox``'s:
+        the signals it answers with are delivered too."""
+        return await self._inbox(drain=True, limit=limit, wait=wait)
+
+    async def _inbox(self, *, drain: bool, limit: Optional[int], wait: Optional[float]) -> List[Signal]:
+        params: Dict[str, Any] = {"drain": "true" if drain else None, "limit": limit}
+        timeout: Optional[float] = None
+        if wait is not None:
+            seconds = seconds_of(wait, "wait")
+            if not 0 <= seconds <= MAX_INBOX_WAIT:
+                raise UsageError(f"{'drain' if drain else 'inbox'} wait is 0 … {MAX_INBOX_WAIT} seconds, got {wait!r}")
+            if seconds > 0:
+                params["wait"] = math.ceil(seconds)  # the bus takes whole seconds
+                timeout = params["wait"] + self._session.request_timeout  # the bus holds the answer up to `wait`
+        data = await self._api.request("GET", "/v1/inbox", params=params, timeout=timeout)
         return [Signal.from_json(s) for s in data.get("signals", [])]
 
-    async def drain(self, *, limit: Optional[int] = None) -> List[Signal]:
-        """Take pending signals (``GET /v1/inbox?drain=true``): they are delivered to you
-        (``delivered_via: inbox``) and never pushed to a session later."""
-        data = await self._api.request("GET", "/v1/inbox", params={"drain": "true", "limit": limit})
-        return [Signal.from_json(s) for s in data.get("signals", [])]
+    async def conversation(
+        self, correlation_id: str, *, limit: Optional[int] = None, cursor: Optional[str] = None
+    ) -> SignalPage:
+        """A conversation (CONTRACT §16): the signals you sent and received with
+        ``correlation_id``, **oldest first** (never anyone else's); ``cursor=page.next_cursor``
+        continues. ``UsageError`` for an empty ``correlation_id`` (the bus takes 1 … 64 chars)."""
+        if not isinstance(correlation_id, str) or not correlation_id:
+            raise UsageError(f"conversation takes a correlation id (a non-empty str), got {correlation_id!r}")
+        data = await self._api.request(
+            "GET", "/v1/signals", params={"correlation_id": correlation_id, "limit": limit, "cursor": cursor}
+        )
+        return SignalPage(signals=[SignalRow.from_json(r) for r in data.get("signals", [])], next_cursor=data.get("next_cursor"))
 
     async def get(self, signal_id: str) -> SignalRow:
         """A signal's row (you sent or received it); ``NotFound`` otherwise."""

@@ -14,12 +14,13 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Union
 
 from .errors import DEFINITIVE_CODES, RateLimited, SignalbusError
 from .session import Session, cancel_all
 from .spool import Spool, SpoolEntry
-from .types import SendResult, Spooled, default_ttl
+from .types import SendResult, Spooled, default_ttl, format_time
 
 log = logging.getLogger("signalbus_client")
 
@@ -76,6 +77,9 @@ class Replayer:
         ttl = request.pop("ttl_seconds", None)
         if ttl is None:
             ttl = default_ttl(str(request["type"]))
+        after = request.pop("deliver_after_seconds", None)
+        if after is not None:  # a delay from now, kept as the instant it names (replayed later)
+            request["deliver_at"] = format_time(datetime.now(timezone.utc) + timedelta(seconds=float(after)))
         entry = self.spool.put(request, ttl_seconds=int(ttl), identity=self._session.identity, reason=f"{exc.code}: {exc.message}")
         log.debug("the bus could not take the send (%s): spooled as %s, replayed when it is back", exc.code, entry.name)
         self._wakeup.set()
@@ -139,7 +143,8 @@ class Replayer:
                     log.warning("spool entry %s was spooled by %s, not %s: left for that identity", entry.name, entry.identity, self._session.identity)
                     report.kept += 1
                     continue
-                remaining = entry.remaining_ttl()
+                now = time.time()
+                remaining = entry.remaining_ttl(now)
                 if remaining < 1:
                     self.spool.delete(entry)
                     log.warning("spooled send %s (dedupe_key %s) expired in the spool: dropped", entry.name, entry.dedupe_key)
@@ -150,7 +155,7 @@ class Replayer:
                 if wait > 0:
                     await asyncio.sleep(wait)
                 last = time.monotonic()
-                request = {**entry.request, "ttl_seconds": remaining}
+                request = entry.replay_request(now)
                 try:
                     result = SendResult.from_json(await self._session.transmit_send(request), entry.dedupe_key)
                 except SignalbusError as exc:

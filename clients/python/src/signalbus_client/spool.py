@@ -11,7 +11,10 @@ The Python and TypeScript clients read and write the same format (``version`` 1)
      "request": {"to", "type", "payload", "delivery_class"?, "correlation_id"?, "dedupe_key"}}
 
 ``ttl_seconds`` is the send's TTL when it was spooled (the caller's, or the type's CONTRACT §3
-default); a replay sends what is left of it and drops the entry once it has run out.
+default); a replay sends what is left of it and drops the entry once it has run out. A scheduled
+send (CONTRACT §16) keeps an absolute ``deliver_at`` in its request (a ``deliver_after_seconds``
+becomes one when it is spooled): its TTL runs from then, and a replay once it is due (less than a
+second ahead) sends it without ``deliver_at``, at once.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from .errors import SpoolFull
 from .types import parse_time
@@ -34,6 +37,10 @@ log = logging.getLogger("signalbus_client.spool")
 
 DEFAULT_MAX_BYTES = 100 * 1024 * 1024
 DEFAULT_MAX_AGE_SECONDS = 24 * 3600
+
+# A scheduled send due sooner than this is replayed at once, without its deliver_at (which the
+# bus would refuse once it has passed).
+SCHEDULE_MARGIN_SECONDS = 1.0
 
 _seq = itertools.count()
 
@@ -57,9 +64,35 @@ class SpoolEntry:
         now = time.time() if now is None else now
         return max(0.0, now - self.spooled_at.timestamp())
 
+    @property
+    def deliver_at(self) -> Optional[datetime]:
+        """When a scheduled send is due (its request's ``deliver_at``); ``None`` when it is not
+        scheduled (or the field is unreadable: the bus will say so at replay)."""
+        value = self.request.get("deliver_at")
+        try:
+            return parse_time(value) if isinstance(value, str) else None
+        except ValueError:
+            return None
+
     def remaining_ttl(self, now: Optional[float] = None) -> int:
-        """Whole seconds of TTL left (≤ 0: expired while spooled)."""
-        return int(self.ttl_seconds - self.age_seconds(now))
+        """Whole seconds of TTL left (≤ 0: expired while spooled). A scheduled send's TTL runs
+        from its ``deliver_at`` (CONTRACT §16: ``expires_at = deliver_at + ttl``)."""
+        now = time.time() if now is None else now
+        start = self.spooled_at.timestamp()
+        due = self.deliver_at
+        if due is not None:
+            start = max(start, due.timestamp())
+        return int(self.ttl_seconds - max(0.0, now - start))
+
+    def replay_request(self, now: Optional[float] = None) -> Dict[str, Any]:
+        """What a replay sends: the request with the TTL left, and a scheduled send's
+        ``deliver_at`` only while it is still ahead — once due it is sent at once."""
+        now = time.time() if now is None else now
+        request = {**self.request, "ttl_seconds": self.remaining_ttl(now)}
+        due = self.deliver_at
+        if due is not None and due.timestamp() - now < SCHEDULE_MARGIN_SECONDS:
+            del request["deliver_at"]
+        return request
 
 
 def _stamp(t: float) -> tuple[str, str]:

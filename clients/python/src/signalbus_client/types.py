@@ -1,4 +1,4 @@
-"""Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10, §14, §15)."""
+"""Typed answers of the bus (CONTRACT §4, §5, §6, §8, §10, §14, §15, §16)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from .error_base import ProtocolError, SignalbusError
 
 DeliveryClass = Literal["sync", "async"]
 RecipientState = Literal["available", "not_available_stale", "not_available_offline"]
-PublishPath = Literal["pushed_to_ws", "buffered_for_piggyback", "queued_offline"]
+PublishPath = Literal["pushed_to_ws", "buffered_for_piggyback", "queued_offline", "scheduled"]
+# CONTRACT §16: why a signal expired — its TTL ran out (the sweeper), or an admin forced it.
+ExpiredReason = Literal["ttl", "forced"]
 RecallOutcome = Literal["recalled", "already_delivered", "already_expired", "not_found"]
 SessionKind = Literal["daemon", "shim", "interactive"]
 DirectiveStatus = Literal["requested", "started", "completed", "failed", "rejected", "canceled", "expired"]
@@ -37,6 +39,12 @@ def parse_time(value: Any) -> Optional[datetime]:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
     return parsed
+
+
+def format_time(value: datetime) -> str:
+    """An aware datetime → RFC 3339 in UTC, milliseconds, ``Z`` (as the bus writes them)."""
+    utc = value.astimezone(timezone.utc)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def _req(obj: Mapping[str, Any], key: str) -> Any:
@@ -102,7 +110,9 @@ class Signal:
 @dataclass(frozen=True)
 class SendResult:
     """The bus accepted the send (CONTRACT §4). ``dedupe_key`` is the key the send carried
-    (the caller's, or one the client generated)."""
+    (the caller's, or one the client generated). A scheduled send (CONTRACT §16) is answered
+    ``queued``, ``publish_path`` ``"scheduled"``, with ``deliver_at``: when the bus hands it over
+    (``None`` for a send that was not scheduled)."""
 
     signal_id: str
     delivered: bool
@@ -115,9 +125,15 @@ class SendResult:
     publish_path: PublishPath
     redacted: list[str] = field(default_factory=list)
     dedupe_key: Optional[str] = None
+    deliver_at: Optional[datetime] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     spooled = False
+
+    @property
+    def scheduled(self) -> bool:
+        """The bus holds it until ``deliver_at`` (``publish_path == "scheduled"``)."""
+        return self.publish_path == "scheduled"
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any], dedupe_key: Optional[str] = None) -> "SendResult":
@@ -133,6 +149,7 @@ class SendResult:
             publish_path=_req(obj, "publish_path"),
             redacted=list(obj.get("redacted") or []),
             dedupe_key=dedupe_key,
+            deliver_at=parse_time(obj.get("deliver_at")),
             raw=dict(obj),
         )
 
@@ -175,6 +192,7 @@ class MemberResult:
     queued: bool = False
     recipient_state: Optional[str] = None
     publish_path: Optional[str] = None
+    deliver_at: Optional[datetime] = None
     error: Optional[SignalbusError] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -200,6 +218,7 @@ class MemberResult:
             queued=bool(obj.get("queued", False)),
             recipient_state=obj.get("recipient_state"),
             publish_path=obj.get("publish_path"),
+            deliver_at=parse_time(obj.get("deliver_at")),
             raw=dict(obj),
         )
 
@@ -282,7 +301,10 @@ class RecallEntry:
 
 @dataclass(frozen=True)
 class SignalRow:
-    """A signal's row (CONTRACT §10 columns), from ``get`` and ``list``."""
+    """A signal's row (CONTRACT §10 columns), from ``get``, ``list`` and ``conversation``.
+    ``deliver_at`` is set for a scheduled signal (CONTRACT §16); ``expired_reason`` says why an
+    expired one expired: ``"ttl"`` (its TTL ran out) or ``"forced"`` (an admin's
+    ``expire_signals``), ``None`` while it has not."""
 
     id: str
     tenant: str
@@ -304,6 +326,8 @@ class SignalRow:
     delivered_via: Optional[str] = None
     resolved_to_session: Optional[str] = None
     acked_at: Optional[datetime] = None
+    deliver_at: Optional[datetime] = None
+    expired_reason: Optional[ExpiredReason] = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -340,12 +364,17 @@ class SignalRow:
             delivered_via=obj.get("delivered_via"),
             resolved_to_session=obj.get("resolved_to_session"),
             acked_at=parse_time(obj.get("acked_at")),
+            deliver_at=parse_time(obj.get("deliver_at")),
+            expired_reason=obj.get("expired_reason"),
             raw=dict(obj),
         )
 
 
 @dataclass(frozen=True)
 class SignalPage:
+    """One page of ``list`` (newest first) or ``conversation`` (oldest first); pass
+    ``cursor=next_cursor`` for the next (``None``: the last page)."""
+
     signals: list[SignalRow]
     next_cursor: Optional[str]
 
@@ -555,6 +584,65 @@ class Removal:
             removed_at=parse_time(_req(obj, "removed_at")),  # type: ignore[arg-type]
             signals_expired=int(obj.get("signals_expired", 0)),
         )
+
+
+@dataclass(frozen=True)
+class ExpireResult:
+    """``AdminClient.expire_signals`` answer (CONTRACT §16): ``expired`` pending signals were
+    expired (``expired_reason: "forced"``); ``skipped`` matched but were delivered, recalled or
+    expired first (each signal has one outcome)."""
+
+    expired: int
+    skipped: int
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    dry_run = False
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "ExpireResult":
+        return cls(expired=int(_req(obj, "expired")), skipped=int(obj.get("skipped", 0)), raw=dict(obj))
+
+
+@dataclass(frozen=True)
+class ExpireCandidate:
+    """A pending signal an ``expire_signals(dry_run=True)`` matched."""
+
+    signal_id: str
+    to: str
+    from_: str
+    type: str
+    created_at: datetime
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "ExpireCandidate":
+        return cls(
+            signal_id=_req(obj, "signal_id"),
+            to=_req(obj, "to"),
+            from_=_req(obj, "from"),
+            type=_req(obj, "type"),
+            created_at=parse_time(_req(obj, "created_at")),  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class ExpirePreview:
+    """``AdminClient.expire_signals(dry_run=True)`` answer: what the call would expire
+    (``would_expire``, ``count`` of them); nothing was expired."""
+
+    would_expire: list[ExpireCandidate]
+    count: int
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    dry_run = True
+
+    @property
+    def signal_ids(self) -> list[str]:
+        return [c.signal_id for c in self.would_expire]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "ExpirePreview":
+        would = [ExpireCandidate.from_json(c) for c in obj.get("would_expire") or []]
+        return cls(would_expire=would, count=int(obj.get("count", len(would))), raw=dict(obj))
 
 
 @dataclass(frozen=True)
