@@ -204,3 +204,4 @@ async def test_s35_force_expire(bus: Bus, admin: AdminClient) -> None:
     async with AdminClient(NOWHERE, bus.admin_token) as nowhere:
         await usage_error(lambda: nowhere.expire_signals(tenant="default"))
         await usage_error(lambda: nowhere.expire_signals(tenant="default", older_than=-1))
+        await usage_error(lambda: nowhere.expire_signals(tenant="default", older_than=0))

@@ -137,8 +137,8 @@ export class AdminClient {
     if (f.from !== undefined) body.from = f.from;
     if (f.signalType !== undefined) body.signal_type = f.signalType;
     if (f.olderThanMs !== undefined) {
-      if (!(typeof f.olderThanMs === "number" && Number.isFinite(f.olderThanMs) && f.olderThanMs >= 0)) {
-        throw new UsageError(`olderThanMs must be 0 or more milliseconds, got ${String(f.olderThanMs)}`);
+      if (!(typeof f.olderThanMs === "number" && Number.isFinite(f.olderThanMs) && f.olderThanMs > 0)) {
+        throw new UsageError(`olderThanMs must be a positive number of milliseconds, got ${String(f.olderThanMs)}`);
       }
       body.older_than_seconds = Math.ceil(f.olderThanMs / 1000);
     }

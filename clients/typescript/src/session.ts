@@ -303,6 +303,17 @@ export class Session {
             return;
           }
           clearTimeout(welcomeTimer);
+          if (this.closing) {
+            // close() came while this socket was still opening (beginClose closes only an adopted
+            // one): never adopt it, or nobody would close it and finishClose would wait forever.
+            lastError = "the client closed while the session was opening";
+            try {
+              ws.close(1000, "client closed");
+            } catch {
+              /* already closing */
+            }
+            return;
+          }
           welcomed = true;
           this.welcome = parseWelcome(frame);
           this.identityHint = this.welcome.identity;

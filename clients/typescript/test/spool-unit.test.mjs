@@ -167,3 +167,38 @@ test("scheduled usage errors come before the spool", async () => {
   assert.deepEqual([seen.length, await spool.count()], [0, 0]);
   await c.close();
 });
+
+test("close() while the session is still opening ends: a welcome that comes after it is not adopted", async () => {
+  const sockets = [];
+  class LateWelcome {
+    constructor(url) {
+      this.url = url;
+      this.readyState = 0;
+      this.listeners = {};
+      this.closedWith = undefined;
+      sockets.push(this);
+    }
+    addEventListener(type, fn) {
+      (this.listeners[type] ??= []).push(fn);
+    }
+    emit(type, ev) {
+      for (const fn of this.listeners[type] ?? []) fn(ev);
+    }
+    send() {}
+    close(code = 1000, reason = "") {
+      if (this.closedWith) return;
+      this.closedWith = code;
+      this.readyState = 3;
+      setTimeout(() => this.emit("close", { code, reason }), 0);
+    }
+  }
+  const c = new Client("http://stub", "tok", { logger: silentLogger, WebSocket: LateWelcome, fetch: async () => json(200, {}) });
+  c.start();
+  while (!sockets[0]?.listeners.message) await new Promise((r) => setTimeout(r, 1)); // the client is listening
+  const closing = c.close(); // the handshake is still in flight
+  sockets[0].emit("message", { data: JSON.stringify({ op: "welcome", session_id: "s-1", tenant: "default", identity: "alice", heartbeat_interval_ms: 750 }) });
+  const ended = await Promise.race([closing.then(() => "closed"), new Promise((r) => setTimeout(() => r("hung"), 3000))]);
+  assert.equal(ended, "closed");
+  assert.equal(sockets[0].closedWith, 1000); // the late session is closed, not kept open
+  assert.equal(c.connected, false);
+});

@@ -164,4 +164,5 @@ test("S35 force-expire", () =>
     const nowhere = new AdminClient(NOWHERE, bus.adminToken);
     await usageError(() => nowhere.expireSignals({ tenant: "default" }));
     await usageError(() => nowhere.expireSignals({ tenant: "default", olderThanMs: -1 }));
+    await usageError(() => nowhere.expireSignals({ tenant: "default", olderThanMs: 0 }));
   }));

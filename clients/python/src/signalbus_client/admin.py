@@ -165,8 +165,8 @@ class AdminClient:
         seconds: Optional[int] = None
         if older_than is not None:
             age = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
-            if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) or age < 0:
-                raise UsageError(f"older_than is a duration of 0 or more (seconds or a timedelta), got {older_than!r}")
+            if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) or age <= 0:
+                raise UsageError(f"older_than is a positive duration (seconds or a timedelta), got {older_than!r}")
             seconds = math.ceil(age)
         body = clean(
             {
