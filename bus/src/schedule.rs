@@ -1,6 +1,7 @@
 //! Scheduled delivery (CONTRACT §16) as pure rules: which `deliver_at` a send may ask for
 //! (`deliver_at_for`) and when a scheduled signal is visible to its recipient (`is_visible`).
-//! When it may be released is `signal::decide`'s (`SignalCommand::Release`).
+//! The release event of a due signal (`release_sent`, `released`) and the one TTL rule (`is_due`)
+//! are here too; whether a signal's state allows a release is `signal::decide`'s.
 //!
 //! Deliberately no I/O and no clock: `now` is an argument, and so is the stream's retention.
 //! `send.rs` applies `deliver_at_for`, `signal.rs` applies `is_visible` inside `decide`; this
@@ -10,7 +11,10 @@
 use chrono::{DateTime, Duration, SecondsFormat, SubsecRound, Utc};
 
 use crate::catalog::DeliveryClass;
-use crate::error::{DomainError, DomainResult};
+use uuid::Uuid;
+
+use crate::error::{DomainError, DomainResult, Refusal};
+use crate::event::{EventBody, SignalReleased, SignalSent};
 
 /// What a send asked for, as far as its schedule goes (from `send::SendRequest`).
 #[derive(Debug, Clone, Copy)]
@@ -96,6 +100,36 @@ pub fn deliver_at_for(
         }
     }
     Ok(Some(at))
+}
+
+/// Whether a signal that expires at `expires_at` is past its TTL at `now`: the one TTL rule
+/// (`decide`, the sweeper's timers, the push after the tail).
+pub fn is_due(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    now >= expires_at
+}
+
+/// A release of a pending signal whose newest event is its send.
+pub(crate) fn release_sent(sent: &SignalSent, now: DateTime<Utc>) -> DomainResult<Vec<EventBody>> {
+    let Some(deliver_at) = sent.deliver_at else { return Err(DomainError::Refused(Refusal::NotScheduled)) };
+    released(sent.signal_id, &sent.to, deliver_at, sent.expires_at, now)
+}
+
+/// A release of a pending, unreleased signal `id` to `to`, scheduled for `deliver_at` and expiring
+/// at `expires_at`: only once due, and never past its TTL (that is the expiry's turn).
+pub(crate) fn released(
+    id: Uuid,
+    to: &str,
+    deliver_at: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> DomainResult<Vec<EventBody>> {
+    if is_due(expires_at, now) {
+        return Err(DomainError::Refused(Refusal::Expired));
+    }
+    if now < deliver_at {
+        return Err(DomainError::Refused(Refusal::NotYetDue));
+    }
+    Ok(vec![EventBody::SignalReleased(SignalReleased { signal_id: id, to: to.to_string(), deliver_at, expires_at })])
 }
 
 fn ts(t: DateTime<Utc>) -> String {

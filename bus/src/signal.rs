@@ -17,10 +17,10 @@ use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult, Refusal};
 use crate::event::{
-    DeliveredVia, EventBody, ExpiryReason, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalReleased,
-    SignalSent,
+    DeliveredVia, EventBody, ExpiryReason, SignalAcked, SignalDelivered, SignalExpired, SignalRecalled, SignalSent,
 };
-use crate::schedule::is_visible;
+pub use crate::schedule::is_due;
+use crate::schedule::{is_visible, release_sent, released};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -64,12 +64,6 @@ impl Default for SignalState {
             released: false,
         }
     }
-}
-
-/// Whether a signal that expires at `expires_at` is past its TTL at `now`: the one TTL rule
-/// (`decide`, the sweeper's timers, the push after the tail).
-pub fn is_due(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-    now >= expires_at
 }
 
 /// A command on an existing signal.
@@ -413,30 +407,6 @@ fn release(state: &SignalState, sent: &SignalSent, now: DateTime<Utc>) -> Domain
         Status::Delivered { .. } => Err(DomainError::Refused(Refusal::AlreadyDelivered)),
         _ => Err(DomainError::Refused(Refusal::AlreadyTerminal)),
     }
-}
-
-/// A release of a pending signal whose newest event is its send.
-fn release_sent(sent: &SignalSent, now: DateTime<Utc>) -> DomainResult<Vec<EventBody>> {
-    let Some(deliver_at) = sent.deliver_at else { return Err(DomainError::Refused(Refusal::NotScheduled)) };
-    released(sent.signal_id, &sent.to, deliver_at, sent.expires_at, now)
-}
-
-/// A release of a pending, unreleased signal `id` to `to`, scheduled for `deliver_at` and expiring
-/// at `expires_at`: only once due, and never past its TTL (that is the expiry's turn).
-fn released(
-    id: Uuid,
-    to: &str,
-    deliver_at: DateTime<Utc>,
-    expires_at: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> DomainResult<Vec<EventBody>> {
-    if is_due(expires_at, now) {
-        return Err(DomainError::Refused(Refusal::Expired));
-    }
-    if now < deliver_at {
-        return Err(DomainError::Refused(Refusal::NotYetDue));
-    }
-    Ok(vec![EventBody::SignalReleased(SignalReleased { signal_id: id, to: to.to_string(), deliver_at, expires_at })])
 }
 
 #[cfg(test)]
