@@ -3,12 +3,22 @@
 //! refusal. Registration is one compare-and-set on the agent's subject (`store::AgentStore`), so
 //! of concurrent registrations of one identity across every gateway exactly one wins.
 //!
+//! An agent's extra tokens (CONTRACT §17) live on the same subject: issuing one needs the agent
+//! registered, revoking one needs it issued since the agent's newest registration; a removal or
+//! a new registration ends them all.
+//!
 //! Deliberately no I/O, no clock and no secrets: a command carries the token's hash, never the
 //! token, and who may ask (the admin) is the gateway's check.
 
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
 use crate::error::{DomainError, DomainResult};
-use crate::event::{AgentRegistered, AgentRemoved, EventBody, SessionKind, TokenRotated};
+use crate::event::{AgentRegistered, AgentRemoved, EventBody, SessionKind, TokenIssued, TokenRevoked, TokenRotated};
 use crate::fold::Fold;
+use crate::scope::ScopeSet;
 
 /// Where an identity stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -28,6 +38,8 @@ pub struct AgentState {
     pub kind: Option<SessionKind>,
     /// The hash of the registration token in force.
     pub token_hash: Option<String>,
+    /// Tokens issued since the newest registration, by id: `true` once revoked.
+    pub tokens: BTreeMap<Uuid, bool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +47,29 @@ pub enum AgentCommand {
     Register { identity: String, kind: SessionKind, token_hash: String },
     RotateToken { identity: String, token_hash: String },
     Remove { identity: String },
+    IssueToken(TokenIssued),
+    RevokeToken { identity: String, token_id: Uuid },
+}
+
+impl AgentCommand {
+    /// An extra token for `identity`; `scopes` empty is refused by `decide`.
+    pub fn issue(
+        identity: &str,
+        token_id: Uuid,
+        token_hash: String,
+        scopes: ScopeSet,
+        expires_at: Option<DateTime<Utc>>,
+        label: Option<String>,
+    ) -> Self {
+        AgentCommand::IssueToken(TokenIssued {
+            identity: identity.to_string(),
+            token_id,
+            token_hash,
+            scopes,
+            expires_at,
+            label,
+        })
+    }
 }
 
 impl Fold for AgentState {
@@ -46,6 +81,7 @@ impl Fold for AgentState {
                     status: AgentStatus::Registered,
                     kind: Some(r.kind),
                     token_hash: Some(r.token_hash.clone()),
+                    tokens: BTreeMap::new(),
                 };
             }
             EventBody::TokenRotated(t) if self.status == AgentStatus::Registered => {
@@ -53,6 +89,14 @@ impl Fold for AgentState {
             }
             EventBody::AgentRemoved(_) if self.status == AgentStatus::Registered => {
                 *self = AgentState { status: AgentStatus::Removed, ..AgentState::default() };
+            }
+            EventBody::TokenIssued(t) if self.status == AgentStatus::Registered => {
+                self.tokens.entry(t.token_id).or_insert(false);
+            }
+            EventBody::TokenRevoked(t) if self.status == AgentStatus::Registered => {
+                if let Some(revoked) = self.tokens.get_mut(&t.token_id) {
+                    *revoked = true;
+                }
             }
             _ => {}
         }
@@ -75,9 +119,24 @@ pub fn decide(state: &AgentState, command: &AgentCommand) -> DomainResult<EventB
         AgentCommand::Remove { identity } if registered => {
             Ok(EventBody::AgentRemoved(AgentRemoved { identity: identity.clone() }))
         }
-        AgentCommand::RotateToken { identity, .. } | AgentCommand::Remove { identity } => {
-            Err(DomainError::UnknownAgent(identity.clone()))
+        AgentCommand::IssueToken(t) if registered => {
+            if t.scopes.is_empty() {
+                return Err(DomainError::Invalid("a token needs at least one scope".into()));
+            }
+            if state.tokens.contains_key(&t.token_id) {
+                return Err(DomainError::Invalid(format!("token {} was issued already", t.token_id)));
+            }
+            Ok(EventBody::TokenIssued(t.clone()))
         }
+        AgentCommand::RevokeToken { identity, token_id } if registered => match state.tokens.get(token_id) {
+            None => Err(DomainError::UnknownToken(*token_id)),
+            Some(true) => Err(DomainError::TokenRevoked(*token_id)),
+            Some(false) => Ok(EventBody::TokenRevoked(TokenRevoked { identity: identity.clone(), token_id: *token_id })),
+        },
+        AgentCommand::RotateToken { identity, .. }
+        | AgentCommand::Remove { identity }
+        | AgentCommand::IssueToken(TokenIssued { identity, .. })
+        | AgentCommand::RevokeToken { identity, .. } => Err(DomainError::UnknownAgent(identity.clone())),
     }
 }
 
@@ -134,5 +193,47 @@ mod tests {
         );
         let (_, again) = then(&removed, register("h3"));
         assert_eq!((again.status, again.token_hash.as_deref()), (AgentStatus::Registered, Some("h3")));
+    }
+
+    fn issue(id: u128) -> AgentCommand {
+        AgentCommand::issue("bob", Uuid::from_u128(id), format!("t{id}"), ScopeSet::all(), None, None)
+    }
+
+    fn revoke(id: u128) -> AgentCommand {
+        AgentCommand::RevokeToken { identity: "bob".into(), token_id: Uuid::from_u128(id) }
+    }
+
+    #[test]
+    fn given_registered_when_a_token_is_issued_and_revoked_then_a_second_revoke_is_told_so() {
+        let (_, registered) = then(&AgentState::default(), register("h1"));
+        let (result, issued) = then(&registered, issue(7));
+        assert!(matches!(result, Ok(EventBody::TokenIssued(_))));
+        assert_eq!(then(&issued, issue(7)).0.map(|_| ()), Err(DomainError::Invalid("token 00000000-0000-0000-0000-000000000007 was issued already".into())));
+        let (result, revoked) = then(&issued, revoke(7));
+        assert!(matches!(result, Ok(EventBody::TokenRevoked(_))));
+        assert_eq!(then(&revoked, revoke(7)).0, Err(DomainError::TokenRevoked(Uuid::from_u128(7))));
+        assert_eq!(then(&revoked, revoke(8)).0, Err(DomainError::UnknownToken(Uuid::from_u128(8))));
+        // Rotation leaves issued tokens alone.
+        let (_, rotated) = then(&issued, AgentCommand::RotateToken { identity: "bob".into(), token_hash: "h2".into() });
+        assert_eq!(rotated.tokens.get(&Uuid::from_u128(7)), Some(&false));
+    }
+
+    #[test]
+    fn given_no_scopes_or_no_agent_when_issued_then_refused() {
+        let (_, registered) = then(&AgentState::default(), register("h1"));
+        let empty = AgentCommand::issue("bob", Uuid::from_u128(1), "t".into(), ScopeSet::default(), None, None);
+        assert!(matches!(then(&registered, empty).0, Err(DomainError::Invalid(_))));
+        assert_eq!(then(&AgentState::default(), issue(1)).0.map(|_| ()), Err(DomainError::UnknownAgent("bob".into())));
+    }
+
+    #[test]
+    fn given_a_token_when_the_agent_is_removed_and_registered_again_then_the_token_is_gone() {
+        let (_, registered) = then(&AgentState::default(), register("h1"));
+        let (_, issued) = then(&registered, issue(3));
+        let (_, removed) = then(&issued, AgentCommand::Remove { identity: "bob".into() });
+        assert_eq!(then(&removed, revoke(3)).0, Err(DomainError::UnknownAgent("bob".into())));
+        let (_, again) = then(&removed, register("h4"));
+        assert!(again.tokens.is_empty());
+        assert_eq!(then(&again, revoke(3)).0, Err(DomainError::UnknownToken(Uuid::from_u128(3))));
     }
 }

@@ -43,6 +43,12 @@ pub enum DomainError {
     /// A group that does not exist (never created, or deleted).
     #[error("no group {0:?}")]
     UnknownGroup(String),
+    /// A token id never issued (to that agent, or as a tenant admin token).
+    #[error("no token {0}")]
+    UnknownToken(uuid::Uuid),
+    /// A revocation of a token revoked already (the caller may treat it as done).
+    #[error("token {0} is revoked already")]
+    TokenRevoked(uuid::Uuid),
 }
 
 /// Why a command does not apply to a signal in its current state.

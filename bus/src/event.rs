@@ -14,6 +14,7 @@ mod directive;
 mod group;
 mod signal;
 mod subjects;
+mod token;
 
 pub use directive::{
     DirectiveCanceled, DirectiveCompleted, DirectiveDeclined, DirectiveExpired, DirectiveFailed, DirectiveProgressed,
@@ -25,6 +26,7 @@ pub use signal::{
     SignalSent, SignalsAcked,
 };
 pub use subjects::{Entity, Subjects};
+pub use token::{AdminTokenIssued, AdminTokenRevoked, TokenIssued, TokenRevoked};
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: u16 = 1;
@@ -137,6 +139,14 @@ pub enum EventBody {
     TokenRotated(TokenRotated),
     #[serde(rename = "agent.removed")]
     AgentRemoved(AgentRemoved),
+    #[serde(rename = "agent.token_issued")]
+    TokenIssued(TokenIssued),
+    #[serde(rename = "agent.token_revoked")]
+    TokenRevoked(TokenRevoked),
+    #[serde(rename = "admin.token_issued")]
+    AdminTokenIssued(AdminTokenIssued),
+    #[serde(rename = "admin.token_revoked")]
+    AdminTokenRevoked(AdminTokenRevoked),
     #[serde(rename = "session.opened")]
     SessionOpened(SessionOpened),
     #[serde(rename = "session.heartbeat")]
@@ -269,6 +279,10 @@ impl EventBody {
             EventBody::AgentRegistered(_) => "agent.registered",
             EventBody::TokenRotated(_) => "agent.token_rotated",
             EventBody::AgentRemoved(_) => "agent.removed",
+            EventBody::TokenIssued(_) => "agent.token_issued",
+            EventBody::TokenRevoked(_) => "agent.token_revoked",
+            EventBody::AdminTokenIssued(_) => "admin.token_issued",
+            EventBody::AdminTokenRevoked(_) => "admin.token_revoked",
             EventBody::SessionOpened(_) => "session.opened",
             EventBody::SessionHeartbeat(_) => "session.heartbeat",
             EventBody::SessionClosed(_) => "session.closed",
@@ -343,6 +357,10 @@ impl Subjects {
             EventBody::AgentRegistered(e) => Entity::Agent(&e.identity),
             EventBody::TokenRotated(e) => Entity::Agent(&e.identity),
             EventBody::AgentRemoved(e) => Entity::Agent(&e.identity),
+            EventBody::TokenIssued(e) => Entity::Agent(&e.identity),
+            EventBody::TokenRevoked(e) => Entity::Agent(&e.identity),
+            EventBody::AdminTokenIssued(e) => Entity::AdminToken(e.token_id),
+            EventBody::AdminTokenRevoked(e) => Entity::AdminToken(e.token_id),
             EventBody::SessionOpened(e) => Entity::Session(e.session_id),
             EventBody::SessionHeartbeat(e) => Entity::Session(e.session_id),
             EventBody::SessionClosed(e) => Entity::Session(e.session_id),

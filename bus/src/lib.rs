@@ -12,11 +12,13 @@
 //! - `redact`: the redaction guard for payload secrets.
 //! - `nul`: the NUL guard: strings with U+0000 are refused before anything is stored.
 //! - `send`: the pure send decision (defaults, redaction, bounce or queue).
+//! - `scope`: what a token may do (`send`, `receive`, …) as a set that parses and checks.
 //! - `schedule`: scheduled delivery's rules — a send's `deliver_at`, visibility, release.
 //! - `signal`: the pure rules of a signal's life (`apply`, `decide`).
 //! - `force_expire`: the operator's force-expire: the filters a request may combine, and what
 //!   they match (each match then expired by `SignalCommand::ForceExpire`).
 //! - `directive`: the pure rules of a directive's life, its lifecycle signals and recalls.
+//! - `admin_token`: the pure rules of a tenant admin token (issued once, revoked once).
 //! - `group`: the pure rules of a group's settings and members, fan-out and roster signals.
 //! - `fanout`: a send to a group planned per member (ids a repeat finds again), pure.
 //! - `fold`: the `Fold` trait: a state's `apply` folded over a subject's events (`from_events`).
@@ -27,6 +29,7 @@
 //! - `metrics`: the series this crate records.
 
 pub mod acceptance;
+pub mod admin_token;
 pub mod agent;
 pub mod catalog;
 pub mod codec;
@@ -48,6 +51,7 @@ pub mod nul;
 pub mod presence;
 pub mod redact;
 pub mod schedule;
+pub mod scope;
 pub mod send;
 pub mod session;
 pub mod signal;

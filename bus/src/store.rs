@@ -262,6 +262,30 @@ impl SignalStore {
         }
         Err(Error::Unavailable(format!("agent {identity} is too contended")))
     }
+
+    /// Issues or revokes a tenant admin token: one compare-and-set on the token's own subject.
+    pub async fn execute_admin_token(
+        &self,
+        tenant: &str,
+        token_id: uuid::Uuid,
+        command: &crate::admin_token::AdminTokenCommand,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(u64, Event)> {
+        let subject = self.log.subjects().of(tenant, Entity::AdminToken(token_id));
+        for _ in 0..MAX_ATTEMPTS {
+            let stored = self.log.read_subject(&subject).await?;
+            let last = stored.last().map_or(0, |s| s.seq);
+            let state = crate::admin_token::AdminTokenState::from_events(stored.iter().map(|s| &s.event.body));
+            let event = Event::new(tenant, Some(actor.to_string()), now, crate::admin_token::decide(state, command)?);
+            match self.append(&event, Expect::LastSubjectSeq(last)).await {
+                Ok(a) => return Ok((a.seq, event)),
+                Err(Error::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Unavailable(format!("token {token_id} is too contended")))
+    }
 }
 
 /// The signal a state describes, or `NotFound`.

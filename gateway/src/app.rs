@@ -46,6 +46,7 @@ impl Gateway {
         let tail = Tail {
             log: gw.log().clone(),
             registry: gw.registry().clone(),
+            auth: gw.authenticator().clone(),
             presence: gw.presence().clone(),
             hub: gw.hub().clone(),
             deliverer: gw.deliverer().clone(),
@@ -104,8 +105,10 @@ impl Gateway {
 /// The gateway's router, state included.
 pub fn app(gateway: Gateway) -> Router {
     let piggyback = axum::middleware::from_fn_with_state(gateway.clone(), piggyback::middleware);
+    // The guard wraps the piggyback layer: a call refused by it never touches a session.
+    let guard = axum::middleware::from_fn_with_state(gateway.clone(), http::guard::middleware);
     Router::new()
-        .merge(http::api_routes().route_layer(piggyback))
+        .merge(http::api_routes().route_layer(piggyback).route_layer(guard))
         .merge(http::ops_routes())
         .route("/openapi.json", get(openapi::serve))
         .route("/v1/ws", get(ws::upgrade))

@@ -19,13 +19,17 @@ pub enum CloseReason {
     TokenRotated,
     /// The agent was removed (`DELETE /v1/agents/{identity}`): 1008, like a rotated token.
     AgentRemoved,
+    /// The session's token was revoked (CONTRACT §17): 1008.
+    TokenRevoked,
+    /// The session's token reached its expiry: 1008.
+    TokenExpired,
     Shutdown,
     Error,
 }
 
 impl CloseReason {
     /// Every reason, for registering each `reason` label at start.
-    pub const ALL: [CloseReason; 10] = [
+    pub const ALL: [CloseReason; 12] = [
         CloseReason::ClientClosed,
         CloseReason::Timeout,
         CloseReason::SlowConsumer,
@@ -34,6 +38,8 @@ impl CloseReason {
         CloseReason::ProtocolError,
         CloseReason::TokenRotated,
         CloseReason::AgentRemoved,
+        CloseReason::TokenRevoked,
+        CloseReason::TokenExpired,
         CloseReason::Shutdown,
         CloseReason::Error,
     ];
@@ -48,6 +54,8 @@ impl CloseReason {
             CloseReason::InvalidUtf8 | CloseReason::ProtocolError => "protocol_error",
             CloseReason::TokenRotated => "token_rotated",
             CloseReason::AgentRemoved => "agent_removed",
+            CloseReason::TokenRevoked => "token_revoked",
+            CloseReason::TokenExpired => "token_expired",
             CloseReason::Shutdown => "shutdown",
             CloseReason::Error => "error",
         }
@@ -59,7 +67,10 @@ impl CloseReason {
             CloseReason::Shutdown => 1001,
             CloseReason::ProtocolError => 1002,
             CloseReason::InvalidUtf8 => 1007,
-            CloseReason::TokenRotated | CloseReason::AgentRemoved => 1008,
+            CloseReason::TokenRotated
+            | CloseReason::AgentRemoved
+            | CloseReason::TokenRevoked
+            | CloseReason::TokenExpired => 1008,
             CloseReason::FrameTooLarge => 1009,
             CloseReason::Error => 1011,
             CloseReason::SlowConsumer => 1013,
@@ -77,6 +88,8 @@ impl CloseReason {
             CloseReason::ProtocolError => "websocket protocol error",
             CloseReason::TokenRotated => "token rotated",
             CloseReason::AgentRemoved => "agent removed",
+            CloseReason::TokenRevoked => "token revoked",
+            CloseReason::TokenExpired => "token expired",
             CloseReason::Shutdown => "server shutting down",
             CloseReason::Error => "internal error",
         }

@@ -25,6 +25,9 @@ pub enum ApiError {
     Unauthorized(String),
     #[error("{0}")]
     Forbidden(String),
+    /// The token lacks a scope the call needs (CONTRACT §17): `forbidden`, naming the scope.
+    #[error("this token lacks the \"{0}\" scope")]
+    MissingScope(&'static str),
     #[error("{0}")]
     NotFound(String),
     #[error("recipient is not registered")]
@@ -83,7 +86,7 @@ impl ApiError {
         match self {
             ApiError::InvalidRequest(_) | ApiError::MethodNotAllowed(_) => "invalid_request",
             ApiError::Unauthorized(_) => "unauthorized",
-            ApiError::Forbidden(_) => "forbidden",
+            ApiError::Forbidden(_) | ApiError::MissingScope(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::UnknownRecipient => "unknown_recipient",
             ApiError::RecipientUnavailable { .. } => "recipient_unavailable",
@@ -104,7 +107,7 @@ impl ApiError {
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::MissingScope(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) | ApiError::UnknownRecipient | ApiError::UnknownGroup(_) => StatusCode::NOT_FOUND,
             ApiError::RecipientUnavailable { .. }
             | ApiError::AlreadyRegistered(_)
@@ -129,6 +132,7 @@ impl ApiError {
             // The precise wait, for WebSocket clients, which get no `Retry-After` header.
             ApiError::InvalidTransition { directive, .. } => v["directive"] = (**directive).clone(),
             ApiError::AlreadyClaimed { claimed_by } => v["claimed_by"] = json!(claimed_by),
+            ApiError::MissingScope(scope) => v["scope"] = json!(scope),
             ApiError::IdempotencyConflict { directive_id } => v["directive_id"] = json!(directive_id),
             ApiError::RateLimited { retry_after, .. } => {
                 v["retry_after_ms"] = json!((retry_after.as_millis() as u64).max(1));
@@ -173,6 +177,9 @@ impl From<DomainError> for ApiError {
             }
             DomainError::AlreadyClaimed { claimed_by } => ApiError::AlreadyClaimed { claimed_by },
             DomainError::IdempotencyConflict { directive_id } => ApiError::IdempotencyConflict { directive_id },
+            DomainError::UnknownToken(id) => ApiError::NotFound(format!("no token {id}")),
+            // A repeat of a revocation: `tokens.rs` answers it as done; elsewhere it is a refusal.
+            DomainError::TokenRevoked(id) => ApiError::InvalidRequest(format!("token {id} is revoked already")),
         }
     }
 }

@@ -64,6 +64,7 @@ mod fanout;
 mod force_expire;
 mod groups;
 mod inbox;
+pub mod jwt;
 mod listener;
 pub mod metrics;
 pub mod openapi;
@@ -72,8 +73,10 @@ mod reads;
 mod registration;
 mod removal;
 mod send;
+pub mod scopes;
 mod sessions;
 mod state;
+mod tokens;
 mod waits;
 pub mod wire;
 

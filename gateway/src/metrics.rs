@@ -32,6 +32,38 @@ pub const SENDS_RATE_LIMITED_TOTAL: &str = "signalbus_sends_rate_limited_total";
 /// Plugin facts refused by the per-identity fact rate (no labels, so bounded).
 pub const FACTS_RATE_LIMITED_TOTAL: &str = "signalbus_facts_rate_limited_total";
 
+/// Refused authentications and authorizations (CONTRACT §17), by reason.
+pub const AUTH_FAILURES_TOTAL: &str = "signalbus_auth_failures_total";
+
+/// Why a caller was refused: `bad_token`, `expired`, `revoked` (401) or `scope`, `tenant` (403).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    BadToken,
+    Expired,
+    Revoked,
+    Scope,
+    Tenant,
+}
+
+impl AuthFailure {
+    pub const ALL: [AuthFailure; 5] =
+        [AuthFailure::BadToken, AuthFailure::Expired, AuthFailure::Revoked, AuthFailure::Scope, AuthFailure::Tenant];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthFailure::BadToken => "bad_token",
+            AuthFailure::Expired => "expired",
+            AuthFailure::Revoked => "revoked",
+            AuthFailure::Scope => "scope",
+            AuthFailure::Tenant => "tenant",
+        }
+    }
+}
+
+pub fn auth_failure(reason: AuthFailure) {
+    metrics::counter!(AUTH_FAILURES_TOTAL, "reason" => reason.as_str()).increment(1);
+}
+
 /// Ack ids received over WebSockets and not yet recorded (beyond CONTRACT §11; no labels).
 pub const WS_ACKS_PENDING: &str = "signalbus_ws_acks_pending";
 
@@ -187,6 +219,10 @@ pub fn init(types: &TypeTable) {
         "Signals expired, by type and reason: ttl (the sweeper), removed (a gateway, when their recipient is removed), forced (a gateway, an operator's force-expire)."
     );
     describe_counter!(SIGNAL_RECALLS_TOTAL, "Recall requests, by outcome.");
+    describe_counter!(
+        AUTH_FAILURES_TOTAL,
+        "Refused callers, by reason: bad_token, expired, revoked (401); scope, tenant (403)."
+    );
     describe_histogram!(
         TIME_TO_DELIVERY_SECONDS,
         Unit::Seconds,
@@ -269,6 +305,9 @@ pub fn init(types: &TypeTable) {
         metrics::counter!(counter).increment(0);
     }
     metrics::gauge!(WS_ACKS_PENDING).increment(0.0);
+    for reason in AuthFailure::ALL {
+        metrics::counter!(AUTH_FAILURES_TOTAL, "reason" => reason.as_str()).increment(0);
+    }
     // Directive types are not known up front: `other` stands for them until the first is seen.
     metrics::counter!(DIRECTIVES_CREATED_TOTAL, "directive_type" => "other").increment(0);
     for outcome in DIRECTIVE_OUTCOMES {

@@ -52,7 +52,8 @@ pub async fn rotate(gw: &Gateway, tenant: &str, identity: &str) -> Result<String
     };
     // Apply now rather than when the tail catches up: the old token must stop working at once.
     gw.registry().apply(seq, &event);
-    gw.hub().close_stale_tokens(tenant, identity, &token_hash);
+    let now = Utc::now();
+    gw.hub().close_retired_tokens(tenant, identity, |agent| gw.authenticator().still_current(agent, now));
     tracing::info!(tenant = %tenant, identity = %identity, "agent token rotated");
     Ok(token)
 }

@@ -103,7 +103,7 @@ impl Gateway {
         };
         let registry: Arc<AgentRegistry> = Arc::default();
         let authenticator =
-            Authenticator { admin_token: config.admin_token.as_str().into(), registry: registry.clone() };
+            Authenticator { admin_token: config.admin_token.as_str().into(), registry: registry.clone(), jwt: None };
         let inner = Inner {
             limiter: Arc::new(SendLimiter::new(config.send_rate)),
             fact_limiter: Arc::new(SendLimiter::for_facts(config.fact_rate)),

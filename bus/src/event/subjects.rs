@@ -20,6 +20,8 @@ pub enum Entity<'a> {
     Directive(Uuid),
     /// A group, by its name with the `@`.
     Group(&'a str),
+    /// A tenant admin token, by its id.
+    AdminToken(Uuid),
 }
 
 /// Builds subjects under a prefix (one prefix per stream, so several streams can share a server).
@@ -54,6 +56,7 @@ impl Subjects {
             Entity::Directive(id) => format!("{p}.{tenant}.dir.{}", id.simple()),
             // The `@` is dropped: every group name has one, and `~40` in each subject says nothing.
             Entity::Group(name) => format!("{p}.{tenant}.group.{}", subject_token(name.trim_start_matches('@'))),
+            Entity::AdminToken(id) => format!("{p}.{tenant}.admintok.{}", id.simple()),
         }
     }
 }

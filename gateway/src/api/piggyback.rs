@@ -29,12 +29,27 @@ pub const HEADER: &str = "x-signalbus-session";
 const UNKNOWN_SESSION_WAIT: Duration = Duration::from_secs(2);
 
 /// The caller's open piggyback session named by the header, or why the call is refused.
-async fn session_of(gw: &Gateway, headers: &HeaderMap, raw: &HeaderValue) -> Result<(Agent, Uuid), ApiError> {
-    let token = bearer(headers).ok_or_else(|| ApiError::Unauthorized("missing bearer token".into()))?;
-    let agent = match gw.authenticator().authenticate(token)? {
-        Principal::Agent(a) => a,
-        Principal::Admin => return Err(ApiError::Forbidden("piggyback sessions need an agent token".into())),
+async fn session_of(
+    gw: &Gateway,
+    principal: Option<&Principal>,
+    headers: &HeaderMap,
+    raw: &HeaderValue,
+) -> Result<(Agent, Uuid), ApiError> {
+    let agent = match principal {
+        Some(Principal::Agent(a)) => a.clone(),
+        Some(Principal::Admin(_)) => {
+            return Err(ApiError::Forbidden("piggyback sessions need an agent token".into()))
+        }
+        None => {
+            let token = bearer(headers).ok_or_else(|| ApiError::Unauthorized("missing bearer token".into()))?;
+            match gw.authenticator().authenticate(token)? {
+                Principal::Agent(a) => a,
+                Principal::Admin(_) => return Err(ApiError::Forbidden("piggyback sessions need an agent token".into())),
+            }
+        }
     };
+    // Signals ride on the answers of a piggyback session: that is receiving.
+    crate::scopes::require(agent.scopes, bus::scope::Scope::Receive)?;
     let id = raw
         .to_str()
         .ok()
@@ -72,7 +87,7 @@ pub struct CallingSession(pub Uuid);
 /// is never buffered or parsed, whatever its size.
 pub async fn middleware(State(gw): State<Gateway>, mut req: Request, next: Next) -> Response {
     let Some(raw) = req.headers().get(HEADER).cloned() else { return next.run(req).await };
-    let (agent, id) = match session_of(&gw, req.headers(), &raw).await {
+    let (agent, id) = match session_of(&gw, req.extensions().get::<Principal>(), req.headers(), &raw).await {
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };

@@ -35,6 +35,8 @@ use crate::waits::Waits;
 pub struct Tail {
     pub log: SharedLog,
     pub registry: Arc<AgentRegistry>,
+    /// Asks whether a session's token is still current after a rotation or revocation.
+    pub auth: crate::auth::Authenticator,
     pub presence: Arc<Presence>,
     pub hub: Arc<Hub>,
     pub deliverer: Arc<Deliverer>,
@@ -107,12 +109,20 @@ pub fn spawn(f: Tail, applied: watch::Sender<u64>, tasks: &TaskTracker) {
 }
 
 impl Tail {
+    /// Closes the sessions of `identity` whose token stopped working (on every gateway, as each
+    /// one's tail reads the event; the writer's process closes its own at once too).
+    fn close_retired(&self, tenant: &str, identity: &str) {
+        let now = chrono::Utc::now();
+        self.hub.close_retired_tokens(tenant, identity, |agent| self.auth.still_current(agent, now));
+    }
+
     fn apply(&self, stored: &Stored) {
         let event = &stored.event;
         self.registry.apply(stored.seq, event);
         self.presence.apply(event);
         match &event.body {
-            EventBody::TokenRotated(r) => self.hub.close_stale_tokens(&event.tenant, &r.identity, &r.token_hash),
+            EventBody::TokenRotated(r) => self.close_retired(&event.tenant, &r.identity),
+            EventBody::TokenRevoked(r) => self.close_retired(&event.tenant, &r.identity),
             EventBody::AgentRemoved(r) => {
                 self.hub.close_identity(&event.tenant, &r.identity, CloseReason::AgentRemoved);
             }

@@ -11,6 +11,7 @@ pub mod expire_schemas;
 pub mod frames;
 pub mod rules;
 pub mod schemas;
+pub mod token_schemas;
 
 use std::sync::OnceLock;
 
@@ -19,7 +20,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use utoipa::OpenApi;
 
-use crate::api::http::{admin, agents, directives, groups, inbox, ops, piggyback_sessions, plugins, signals};
+use crate::api::http::{admin, agents, directives, groups, inbox, ops, piggyback_sessions, plugins, signals, tokens};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -32,6 +33,12 @@ use crate::api::http::{admin, agents, directives, groups, inbox, ops, piggyback_
         agents::rotate,
         agents::remove,
         agents::list,
+        tokens::issue,
+        tokens::list,
+        tokens::revoke,
+        tokens::create_admin,
+        tokens::list_admin,
+        tokens::revoke_admin,
         signals::send,
         signals::list,
         signals::show,
@@ -92,6 +99,12 @@ const OPERATIONS: &[(&str, &str, Who, &[u16])] = &[
     ("get", "/v1/agents", Who::Authed, &[400, 401, 403, 404, 500, 503]),
     ("post", "/v1/agents/{identity}/token", Who::Admin, &[400, 401, 403, 404, 500, 503]),
     ("delete", "/v1/agents/{identity}", Who::Admin, &[400, 401, 403, 404, 500, 503]),
+    ("post", "/v1/agents/{identity}/tokens", Who::Admin, &[400, 401, 403, 404, 413, 500, 503]),
+    ("get", "/v1/agents/{identity}/tokens", Who::Admin, &[400, 401, 403, 404, 500, 503]),
+    ("delete", "/v1/agents/{identity}/tokens/{token_id}", Who::Admin, &[400, 401, 403, 404, 500, 503]),
+    ("post", "/v1/admin/tokens", Who::Admin, &[400, 401, 403, 404, 413, 500, 503]),
+    ("get", "/v1/admin/tokens", Who::Admin, &[400, 401, 403, 404, 500, 503]),
+    ("delete", "/v1/admin/tokens/{token_id}", Who::Admin, &[400, 401, 403, 404, 500, 503]),
     ("post", "/v1/signals", Who::Agent, &[400, 401, 403, 404, 409, 413, 429, 500, 503]),
     ("get", "/v1/signals", Who::Agent, &[400, 401, 403, 404, 500, 503]),
     ("get", "/v1/signals/{id}", Who::Agent, &[400, 401, 403, 404, 500, 503]),
@@ -131,8 +144,8 @@ const OPERATIONS: &[(&str, &str, Who, &[u16])] = &[
 fn reason(status: u16) -> &'static str {
     match status {
         400 => "invalid_request: a malformed body, parameter or header (the message names it)",
-        401 => "unauthorized: missing or unknown bearer token",
-        403 => "forbidden: the token may not do this (agent vs admin, tenant, plugin ownership)",
+        401 => "unauthorized: missing, unknown, revoked or expired (\"token expired\") bearer token",
+        403 => "forbidden: the token may not do this (agent vs admin, a scope it lacks — named in `scope` —, another tenant, plugin ownership)",
         404 => "not_found / unknown_recipient / unknown_group: no such resource, or the X-Signalbus-Session is not an open piggyback session of the caller",
         409 => "recipient_unavailable (a bounced sync send) / already_registered / invalid_transition (with the directive) / already_claimed / idempotency_conflict (with the directive_id)",
         413 => "payload_too_large",
@@ -264,7 +277,11 @@ fn complete(mut doc: Value) -> Value {
             op["description"] = json!(format!("{d}\n\nNeeds {who}.").trim().to_string());
         }
     }
-    doc["components"]["securitySchemes"] = json!({"bearer": {"type": "http", "scheme": "bearer"}});
+    doc["components"]["securitySchemes"] = json!({"bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "One of: the deployment's admin token; a tenant admin token (POST /v1/admin/tokens: admin inside one tenant); an agent's registration token (every scope) or a token issued to it (POST /v1/agents/{identity}/tokens: its scopes — send, receive, recall, facts, directives, read — and expiry); or, when [auth] jwt_hs256_secret or jwt_jwks_file is set, a JWT of the team's identity provider (HS256, RS256 or ES256) with claims sub (the identity), tenant, scope (space-separated) and exp. A call outside the token's scopes is 403 forbidden naming the scope; an expired token is 401 \"token expired\". See docs/security.md.",
+    }});
     doc["paths"]["/openapi.json"] = json!({"get": {"operationId": "get_openapi_document", "tags": ["ops"], "summary": "this document",
         "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}}});
     doc["paths"]["/metrics"] = json!({"get": {"operationId": "metrics", "tags": ["ops"], "summary": "Prometheus metrics (CONTRACT §11), served by the signalbus binary",

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use bus::event::SessionKind;
+use bus::scope::{Scope, ScopeSet};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -36,7 +37,11 @@ pub struct SessionHandle {
     pub tenant: String,
     pub identity: String,
     pub kind: SessionKind,
-    pub token_hash: String,
+    /// What its token may do: each op is checked against it (`scopes`).
+    pub scopes: ScopeSet,
+    /// The agent as authenticated (its token's hash and expiry), to ask whether its token is
+    /// still current.
+    pub agent: crate::agent::Agent,
     /// Text frames waiting for the writer; bounded by `outbound_buffer`.
     pub out: mpsc::Sender<crate::wire::Outbound>,
     pub control: mpsc::UnboundedSender<Control>,
@@ -65,7 +70,8 @@ impl SessionHandle {
             tenant: agent.tenant.clone(),
             identity: agent.identity.clone(),
             kind,
-            token_hash: agent.token_hash.clone(),
+            scopes: agent.scopes,
+            agent: agent.clone(),
             out,
             control,
             drain_target: watch::channel(None).0,
@@ -188,8 +194,16 @@ impl Hub {
         self.sessions.read().unwrap().by_id.get(&id).cloned()
     }
 
-    /// This process's open sessions of an identity, freshest first.
+    /// This process's open sessions of an identity that may be pushed to (their token holds
+    /// `receive`), freshest first.
     pub fn of_identity(&self, tenant: &str, identity: &str) -> Vec<Arc<SessionHandle>> {
+        let mut out = self.all_of_identity(tenant, identity);
+        out.retain(|s| s.scopes.contains(Scope::Receive));
+        out
+    }
+
+    /// Every open session of an identity on this process, receiving or not, freshest first.
+    fn all_of_identity(&self, tenant: &str, identity: &str) -> Vec<Arc<SessionHandle>> {
         let all = self.sessions.read().unwrap();
         let Some(list) = all.by_identity.get(&(tenant.to_string(), identity.to_string())) else { return Vec::new() };
         let mut out: Vec<_> = list.iter().filter(|s| !s.is_closing()).cloned().collect();
@@ -198,18 +212,24 @@ impl Hub {
         out
     }
 
-    /// Closes an identity's sessions opened with a token other than `current_hash`.
-    pub fn close_stale_tokens(&self, tenant: &str, identity: &str, current_hash: &str) {
-        for s in self.of_identity(tenant, identity) {
-            if s.token_hash != current_hash {
-                s.close(CloseReason::TokenRotated);
+    /// Closes an identity's sessions whose token `current` no longer accepts (rotated away,
+    /// revoked, expired, removed), each with the reason it gives.
+    pub fn close_retired_tokens(
+        &self,
+        tenant: &str,
+        identity: &str,
+        current: impl Fn(&crate::agent::Agent) -> Result<(), CloseReason>,
+    ) {
+        for s in self.all_of_identity(tenant, identity) {
+            if let Err(reason) = current(&s.agent) {
+                s.close(reason);
             }
         }
     }
 
     /// Closes every session of an identity held by this process; returns how many.
     pub fn close_identity(&self, tenant: &str, identity: &str, reason: CloseReason) -> usize {
-        let sessions = self.of_identity(tenant, identity);
+        let sessions = self.all_of_identity(tenant, identity);
         for s in &sessions {
             s.close(reason);
         }

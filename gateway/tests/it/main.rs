@@ -30,4 +30,5 @@ mod removal;
 mod scheduled;
 mod send_table;
 mod support;
+mod tokens;
 mod waiting;

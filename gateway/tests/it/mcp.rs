@@ -72,13 +72,13 @@ async fn bad_input_answers_clear_errors_and_keeps_the_session() {
     scenario(&bus, "bad_input", json!({})).await;
 }
 
-fn initialize() -> Value {
+pub(crate) fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}})
 }
 
-async fn post(bus: &Bus, token: Option<&str>, session: Option<&str>, body: String) -> reqwest::Response {
+pub(crate) async fn post(bus: &Bus, token: Option<&str>, session: Option<&str>, body: String) -> reqwest::Response {
     let mut req = bus
         .http
         .post(format!("{}/mcp", bus.base))

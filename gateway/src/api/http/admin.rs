@@ -32,7 +32,8 @@ fn ops(gw: &Gateway) -> Result<Arc<dyn AdminOps>, ApiError> {
 /// Rebuilds every read model from the stream and swaps the result in.
 #[utoipa::path(post, path = "/v1/admin/rebuild", tag = "admin", operation_id = "rebuild_read_models",
     responses((status = 200, description = "the read models were rebuilt", body = RebuildSummary)))]
-pub async fn rebuild(State(gw): State<Gateway>, _admin: AdminAuth) -> Result<Json<RebuildSummary>, ApiError> {
+pub async fn rebuild(State(gw): State<Gateway>, admin: AdminAuth) -> Result<Json<RebuildSummary>, ApiError> {
+    admin.global()?;
     match ops(&gw)?.rebuild().await {
         Ok(r) => Ok(Json(r)),
         Err(detail) => {
@@ -45,7 +46,8 @@ pub async fn rebuild(State(gw): State<Gateway>, _admin: AdminAuth) -> Result<Jso
 /// Checks the stream, the database, projector lag and the read-model invariants.
 #[utoipa::path(get, path = "/v1/admin/doctor", tag = "admin", operation_id = "run_doctor",
     responses((status = 200, description = "the report; `ok` is false when a check failed", body = DoctorSummary)))]
-pub async fn doctor(State(gw): State<Gateway>, _admin: AdminAuth) -> Result<Json<DoctorSummary>, ApiError> {
+pub async fn doctor(State(gw): State<Gateway>, admin: AdminAuth) -> Result<Json<DoctorSummary>, ApiError> {
+    admin.global()?;
     match ops(&gw)?.doctor().await {
         Ok(r) => Ok(Json(r)),
         Err(detail) => {
@@ -63,10 +65,12 @@ pub async fn doctor(State(gw): State<Gateway>, _admin: AdminAuth) -> Result<Json
     responses((status = 200, description = "`{expired, skipped}`; with `dry_run`, `{would_expire, count}`", body = ForceExpireAnswer)))]
 pub async fn force_expire(
     State(gw): State<Gateway>,
-    _admin: AdminAuth,
+    admin: AdminAuth,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let req = parse_force_expire(&json_object(body)?)?;
+    // The filter names its tenant (required); a tenant admin may only name its own.
+    admin.tenant(Some(&req.filter.tenant), &gw.config().tenant_default)?;
     if req.dry_run {
         let found = force_expire::dry_run(&gw, req.filter).await?;
         return Ok(Json(dry_run_json(&found.listed, found.count)));

@@ -11,21 +11,20 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
 use axum::Json;
 use bus::event::SessionKind;
-use bus::names::{validate_new_identity, validate_tenant};
+use bus::names::validate_new_identity;
 use serde_json::{json, Value};
 
 use crate::api::http::extract::{json_object, only_fields, opt_str, PathIdentity};
-use crate::auth::{AdminAuth, Authed, Principal};
+use crate::auth::{AdminAuth, Authed};
 use crate::error::ApiError;
 use crate::reads;
 use crate::registration;
 use crate::state::Gateway;
 use crate::wire::ts;
 
-pub(crate) fn tenant_or_default(gw: &Gateway, tenant: Option<&str>) -> Result<String, ApiError> {
-    let tenant = tenant.unwrap_or(&gw.config().tenant_default).to_string();
-    validate_tenant(&tenant)?;
-    Ok(tenant)
+/// The tenant an admin call acts in (a tenant admin's own; see `AdminAuth::tenant`).
+pub(crate) fn admin_tenant(gw: &Gateway, admin: &AdminAuth, named: Option<&str>) -> Result<String, ApiError> {
+    admin.tenant(named, &gw.config().tenant_default)
 }
 
 /// Registers an agent and answers its token, once.
@@ -33,12 +32,12 @@ pub(crate) fn tenant_or_default(gw: &Gateway, tenant: Option<&str>) -> Result<St
     responses((status = 200, description = "registered", body = crate::openapi::schemas::AgentToken)))]
 pub async fn register(
     State(gw): State<Gateway>,
-    _admin: AdminAuth,
+    admin: AdminAuth,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let map = json_object(body)?;
     only_fields(&map, &["tenant", "identity", "kind"])?;
-    let tenant = tenant_or_default(&gw, opt_str(&map, "tenant")?)?;
+    let tenant = admin_tenant(&gw, &admin, opt_str(&map, "tenant")?)?;
     let identity = opt_str(&map, "identity")?.ok_or_else(|| ApiError::invalid("identity is required"))?.to_string();
     validate_new_identity(&identity)?;
     let kind = match opt_str(&map, "kind")? {
@@ -56,11 +55,11 @@ pub async fn register(
     responses((status = 200, description = "the new token", body = crate::openapi::schemas::AgentToken)))]
 pub async fn rotate(
     State(gw): State<Gateway>,
-    _admin: AdminAuth,
+    admin: AdminAuth,
     PathIdentity(identity): PathIdentity,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let tenant = tenant_or_default(&gw, q.get("tenant").map(String::as_str))?;
+    let tenant = admin_tenant(&gw, &admin, q.get("tenant").map(String::as_str))?;
     let token = registration::rotate(&gw, &tenant, &identity).await?;
     Ok(Json(json!({ "tenant": tenant, "identity": identity, "token": token })))
 }
@@ -72,11 +71,11 @@ pub async fn rotate(
     responses((status = 200, description = "removed", body = crate::openapi::schemas::AgentRemoved)))]
 pub async fn remove(
     State(gw): State<Gateway>,
-    _admin: AdminAuth,
+    admin: AdminAuth,
     PathIdentity(identity): PathIdentity,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let tenant = tenant_or_default(&gw, q.get("tenant").map(String::as_str))?;
+    let tenant = admin_tenant(&gw, &admin, q.get("tenant").map(String::as_str))?;
     let removed = crate::removal::remove(&gw, &tenant, &identity).await?;
     Ok(Json(json!({
         "tenant": tenant,
@@ -95,14 +94,6 @@ pub async fn list(
     Authed(principal): Authed,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let tenant = match principal {
-        Principal::Admin => tenant_or_default(&gw, q.get("tenant").map(String::as_str))?,
-        Principal::Agent(a) => match q.get("tenant") {
-            Some(t) if *t != a.tenant => {
-                return Err(ApiError::Forbidden("agents may only list their own tenant".into()))
-            }
-            _ => a.tenant,
-        },
-    };
+    let tenant = principal.tenant(q.get("tenant").map(String::as_str), &gw.config().tenant_default)?;
     Ok(Json(reads::roster(&gw, &tenant)))
 }

@@ -14,7 +14,7 @@ use axum::Json;
 use bus::group::GroupCommand;
 use serde_json::{Map, Value};
 
-use crate::api::http::agents::tenant_or_default;
+use crate::api::http::agents::admin_tenant;
 use crate::api::http::extract::{json_object, only_fields};
 use crate::auth::{AdminAuth, AgentAuth, Authed, Principal};
 use crate::error::ApiError;
@@ -48,14 +48,14 @@ fn answer(changed: Changed) -> (StatusCode, Json<Value>) {
     responses((status = 201, description = "created", body = GroupBody), (status = 200, description = "updated (or unchanged)", body = GroupBody)))]
 pub async fn upsert(
     State(gw): State<Gateway>,
-    _admin: AdminAuth,
+    admin: AdminAuth,
     name: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let group = group_of(name)?;
     let map = json_object(body)?;
     only_fields(&map, &["tenant", "self_join", "announce"])?;
-    let tenant = tenant_or_default(&gw, crate::api::http::extract::opt_str(&map, "tenant")?)?;
+    let tenant = admin_tenant(&gw, &admin, crate::api::http::extract::opt_str(&map, "tenant")?)?;
     let command = GroupCommand::Upsert {
         group,
         self_join: bool_field(&map, "self_join", false)?,
@@ -70,12 +70,12 @@ pub async fn upsert(
     responses((status = 200, description = "deleted", body = GroupBody)))]
 pub async fn delete(
     State(gw): State<Gateway>,
-    _admin: AdminAuth,
+    admin: AdminAuth,
     name: Result<Path<String>, PathRejection>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let group = group_of(name)?;
-    let tenant = tenant_or_default(&gw, q.get("tenant").map(String::as_str))?;
+    let tenant = admin_tenant(&gw, &admin, q.get("tenant").map(String::as_str))?;
     Ok(Json(groups::execute(&gw, &tenant, GroupCommand::Delete { group }, ADMIN_ACTOR).await?.group))
 }
 
@@ -92,12 +92,12 @@ fn member_of(path: Result<Path<(String, String)>, PathRejection>) -> Result<(Str
     responses((status = 200, description = "the group with the member", body = GroupBody)))]
 pub async fn add_member(
     State(gw): State<Gateway>,
-    _admin: AdminAuth,
+    admin: AdminAuth,
     path: Result<Path<(String, String)>, PathRejection>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let (group, identity) = member_of(path)?;
-    let tenant = tenant_or_default(&gw, q.get("tenant").map(String::as_str))?;
+    let tenant = admin_tenant(&gw, &admin, q.get("tenant").map(String::as_str))?;
     let command = GroupCommand::AddMember { group, identity, by: ADMIN_ACTOR.into() };
     Ok(Json(groups::execute(&gw, &tenant, command, ADMIN_ACTOR).await?.group))
 }
@@ -108,12 +108,12 @@ pub async fn add_member(
     responses((status = 200, description = "the group without the member", body = GroupBody)))]
 pub async fn remove_member(
     State(gw): State<Gateway>,
-    _admin: AdminAuth,
+    admin: AdminAuth,
     path: Result<Path<(String, String)>, PathRejection>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let (group, identity) = member_of(path)?;
-    let tenant = tenant_or_default(&gw, q.get("tenant").map(String::as_str))?;
+    let tenant = admin_tenant(&gw, &admin, q.get("tenant").map(String::as_str))?;
     let command = GroupCommand::RemoveMember { group, identity, by: ADMIN_ACTOR.into() };
     Ok(Json(groups::execute(&gw, &tenant, command, ADMIN_ACTOR).await?.group))
 }
@@ -146,13 +146,7 @@ pub async fn leave(
 
 /// The tenant a read is about: an agent's own; the admin's `?tenant=`.
 fn read_tenant(gw: &Gateway, principal: Principal, q: &HashMap<String, String>) -> Result<String, ApiError> {
-    match principal {
-        Principal::Admin => tenant_or_default(gw, q.get("tenant").map(String::as_str)),
-        Principal::Agent(a) => match q.get("tenant") {
-            Some(t) if *t != a.tenant => Err(ApiError::Forbidden("agents may only read their own tenant".into())),
-            _ => Ok(a.tenant),
-        },
-    }
+    principal.tenant(q.get("tenant").map(String::as_str), &gw.config().tenant_default)
 }
 
 /// The tenant's groups with their members.

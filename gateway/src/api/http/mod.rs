@@ -9,11 +9,13 @@ pub(crate) mod agents;
 pub(crate) mod directives;
 pub(crate) mod extract;
 pub(crate) mod groups;
+pub(crate) mod guard;
 pub(crate) mod inbox;
 pub(crate) mod ops;
 pub(crate) mod piggyback_sessions;
 pub(crate) mod plugins;
 pub(crate) mod signals;
+pub(crate) mod tokens;
 
 use axum::http::Method;
 use axum::routing::{delete, get, post, put};
@@ -28,6 +30,8 @@ pub fn api_routes() -> Router<Gateway> {
         .route("/v1/agents", post(agents::register).get(agents::list))
         .route("/v1/agents/{identity}", delete(agents::remove))
         .route("/v1/agents/{identity}/token", post(agents::rotate))
+        .route("/v1/agents/{identity}/tokens", post(tokens::issue).get(tokens::list))
+        .route("/v1/agents/{identity}/tokens/{token_id}", delete(tokens::revoke))
         .route("/v1/signals", post(signals::send).get(signals::list))
         .route("/v1/signals/recall", post(groups::recall_many))
         .route("/v1/signals/{id}", get(signals::show))
@@ -54,6 +58,8 @@ pub fn api_routes() -> Router<Gateway> {
         .route("/v1/admin/rebuild", post(admin::rebuild))
         .route("/v1/admin/doctor", get(admin::doctor))
         .route("/v1/admin/signals/expire", post(admin::force_expire))
+        .route("/v1/admin/tokens", post(tokens::create_admin).get(tokens::list_admin))
+        .route("/v1/admin/tokens/{token_id}", delete(tokens::revoke_admin))
 }
 
 /// Operational endpoints anyone may call.

@@ -26,17 +26,7 @@ use crate::state::Gateway;
 use crate::wire::{self, ts, Payload};
 
 fn tenant_of(gw: &Gateway, principal: &Principal, q: &HashMap<String, String>) -> Result<String, ApiError> {
-    match principal {
-        Principal::Admin => {
-            let t = q.get("tenant").cloned().unwrap_or_else(|| gw.config().tenant_default.clone());
-            bus::names::validate_tenant(&t)?;
-            Ok(t)
-        }
-        Principal::Agent(a) => match q.get("tenant") {
-            Some(t) if *t != a.tenant => Err(ApiError::Forbidden("agents may only use their own tenant".into())),
-            _ => Ok(a.tenant.clone()),
-        },
-    }
+    principal.tenant(q.get("tenant").map(String::as_str), &gw.config().tenant_default)
 }
 
 /// Appends a plugin fact (owner or admin) and answers its per-plugin `seq`.
@@ -58,7 +48,7 @@ pub async fn record(
     let state = map.remove("state").ok_or_else(|| ApiError::invalid("state is required"))?;
     let author = match &principal {
         Principal::Agent(a) => FactAuthor::Agent(&a.identity),
-        Principal::Admin => FactAuthor::Admin,
+        Principal::Admin(_) => FactAuthor::Admin,
     };
     let recorded = commands::fact(&gw, &tenant, author, &plugin, &fact_type, state).await?;
     Ok(Json(wire::fact_recorded(&recorded)))

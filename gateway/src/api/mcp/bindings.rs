@@ -31,6 +31,11 @@ use crate::state::Gateway;
 #[derive(Debug, Clone)]
 pub(crate) struct Caller(pub Arc<Binding>);
 
+/// The scopes of the token a request to an MCP session presented (each call is checked
+/// against its own token, which need not be the one that opened the session).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallerScopes(pub bus::scope::ScopeSet);
+
 /// Attempts at recording a close that keeps losing its compare-and-set to heartbeats.
 const MAX_CLOSE_ATTEMPTS: usize = 8;
 
@@ -155,7 +160,7 @@ pub fn announce(sessions: &McpSessions, tasks: &TaskTracker, tenant: &str, sent:
     let peers: Vec<Peer<RoleServer>> = sessions
         .of_agent(tenant, &sent.to)
         .into_iter()
-        .filter(|b| !*b.quiet.lock().unwrap())
+        .filter(|b| b.agent.receives() && !*b.quiet.lock().unwrap())
         .filter_map(|b| b.peer.lock().unwrap().clone())
         .collect();
     if peers.is_empty() {
@@ -274,11 +279,12 @@ pub fn spawn_sweep(gw: Gateway, manager: Arc<Manager>) {
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
+            let now = chrono::Utc::now();
             for b in manager.sessions.all() {
-                let reason = if !gw.presence().is_open(b.bus_session) {
+                let reason = if let Err(reason) = gw.authenticator().still_current(&b.agent, now) {
+                    reason
+                } else if b.agent.receives() && !gw.presence().is_open(b.bus_session) {
                     CloseReason::Timeout
-                } else if gw.registry().lookup(&b.agent.token_hash).is_none() {
-                    CloseReason::TokenRotated
                 } else {
                     continue;
                 };

@@ -205,7 +205,7 @@ cursor, with the same other arguments.";
 
 /// Every tool, in `TOOL_NAMES` order.
 pub fn tools() -> Vec<Tool> {
-    vec![
+    let tools = vec![
         send_signal(),
         recall_signal(),
         check_inbox(),
@@ -220,7 +220,21 @@ pub fn tools() -> Vec<Tool> {
         team_tools::update_directive(),
         team_tools::list_groups(),
         list_signals(),
-    ]
+    ];
+    tools.into_iter().map(with_scope).collect()
+}
+
+/// Every tool is listed to every token; its description says which scope it needs, and a
+/// token without it is answered `forbidden` (CONTRACT §17).
+fn with_scope(mut tool: Tool) -> Tool {
+    let need = crate::scopes::need_tool(&tool.name);
+    if let (crate::scopes::Need::Scope(scope), Some(d)) = (need, tool.description.as_mut()) {
+        *d = format!(
+            "{d} Needs the token scope `{scope}`; a token without it is answered with the error forbidden."
+        )
+        .into();
+    }
+    tool
 }
 
 /// The data of the notification announcing that `signal` (a push-frame signal object, or any

@@ -23,7 +23,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
-use crate::api::mcp::bindings::{self, Caller, Manager, McpSessions};
+use crate::api::mcp::bindings::{self, Caller, CallerScopes, Manager, McpSessions};
 use crate::auth::{bearer, Principal};
 use crate::close::CloseReason;
 use crate::error::ApiError;
@@ -76,16 +76,20 @@ async fn handle(mcp: &Mcp, req: Request, next: Next) -> Result<Response, ApiErro
         .ok_or_else(|| {
             ApiError::NotFound("no open mcp session with that id for this agent; initialize a new one".into())
         })?;
-    if !gw.presence().is_open(binding.bus_session) {
+    if binding.agent.receives() && !gw.presence().is_open(binding.bus_session) {
         // The reaper closed its bus session (silence) before the sweep caught up.
         bindings::unbind(gw, &mcp.sessions, &mcp_id, CloseReason::Timeout).await;
         let _ = mcp.manager.close_session(&mcp_id.clone().into()).await;
         return Err(ApiError::NotFound("the mcp session ended after a silence; initialize a new one".into()));
     }
-    gw.lifecycle().piggyback_called(binding.bus_session, &agent).await;
+    if binding.agent.receives() {
+        gw.lifecycle().piggyback_called(binding.bus_session, &agent).await;
+    }
     let method = req.method().clone();
     let mut req = req;
     req.extensions_mut().insert(Caller(binding.clone()));
+    // The scopes of this request's token, which may differ from the opener's.
+    req.extensions_mut().insert(CallerScopes(agent.scopes));
     let response = next.run(req).await;
     if !response.status().is_success() {
         return Ok(response);
@@ -106,7 +110,7 @@ fn authenticate(gw: &Gateway, req: &Request) -> Result<Agent, ApiError> {
     let token = bearer(req.headers()).ok_or_else(|| ApiError::Unauthorized("missing bearer token".into()))?;
     match gw.authenticator().authenticate(token)? {
         Principal::Agent(a) => Ok(a),
-        Principal::Admin => Err(ApiError::Forbidden("mcp needs an agent token, not the admin token".into())),
+        Principal::Admin(_) => Err(ApiError::Forbidden("mcp needs an agent token, not an admin token".into())),
     }
 }
 
@@ -131,6 +135,12 @@ async fn open(mcp: &Mcp, agent: Agent, req: Request, next: Next) -> Result<Respo
     let Some(mcp_id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string) else {
         return Ok(response);
     };
+    // A token without `receive` opens no bus session (CONTRACT §17): its MCP session makes
+    // nobody available and carries no signals; its id is never recorded.
+    if !agent.receives() {
+        mcp.sessions.bind(mcp_id, agent, uuid::Uuid::new_v4());
+        return Ok(response);
+    }
     match mcp.gw.lifecycle().open_piggyback(&agent, SessionKind::Shim).await {
         Ok(bus_session) => {
             tracing::info!(session_id = %bus_session, identity = %agent.identity, "mcp session opened");

@@ -20,14 +20,14 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{json, Value};
 
-use crate::api::mcp::bindings::{Binding, Caller};
+use crate::api::mcp::bindings::{Binding, Caller, CallerScopes};
 use crate::api::mcp::call::{self, Call};
 use crate::api::mcp::catalog;
 use crate::commands::{self, FactAuthor};
 use crate::error::ApiError;
 use crate::inbox::{self, InboxRead, Reader};
 use crate::state::Gateway;
-use crate::{directives, fanout, groups, reads, wire};
+use crate::{directives, fanout, groups, reads, scopes, wire};
 
 /// The newest MCP revision served: the last with sessions (`initialize`, `Mcp-Session-Id`).
 /// CONTRACT §12 makes one MCP session one bus session; 2026-07-28 has no sessions, and its
@@ -98,11 +98,18 @@ impl ServerHandler for Server {
         let parsed =
             call::parse(&request.name, request.arguments.as_ref()).ok_or_else(|| unknown_tool(&request.name))?;
         let lists_signals = matches!(parsed, Ok(Call::CheckInbox { .. } | Call::ListSignals { .. }));
-        let outcome = match parsed {
-            Ok(c) => run(&self.gw, b, c).await,
-            Err(e) => Err(e),
+        // This request's token, not the opener's: each call is held to its own scopes.
+        let scopes = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<CallerScopes>())
+            .map_or(b.agent.scopes, |s| s.0);
+        let outcome = match (scopes::check(scopes, scopes::need_tool(&request.name)), parsed) {
+            (Err(e), _) | (Ok(()), Err(e)) => Err(e),
+            (Ok(()), Ok(c)) => run(&self.gw, b, c).await,
         };
-        let signals = if lists_signals { Vec::new() } else { ride_along(&self.gw, b).await };
+        let receives = scopes.contains(bus::scope::Scope::Receive);
+        let signals = if lists_signals || !receives { Vec::new() } else { ride_along(&self.gw, b).await };
         Ok(call::answer(outcome.map_err(|e| e.body()), signals).into())
     }
 

@@ -14,7 +14,7 @@ use crate::api::ws::frames::{self, ClientFrame, DirectiveOp, Op};
 use crate::error::ApiError;
 use crate::sessions::hub::SessionHandle;
 use crate::state::Gateway;
-use crate::{commands, directives, fanout, metrics, wire};
+use crate::{commands, directives, fanout, metrics, scopes, wire};
 
 /// What a session runs concurrently with reading further frames.
 #[derive(Debug)]
@@ -49,8 +49,25 @@ pub fn acked(reference: Option<&str>, n: usize) -> String {
     frames::result_ok(reference, json!({ "acked": n }))
 }
 
+/// The name `scopes::WS_OPS` knows an op by.
+fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Send(_) => "send",
+        Op::Recall(_) | Op::RecallMany(_) => "recall",
+        Op::Directive(DirectiveOp::Create(_)) => "directive create",
+        Op::Directive(DirectiveOp::Get { .. }) => "directive get",
+        Op::Directive(DirectiveOp::Act { .. }) => "directive start|progress|complete|fail|reject|cancel",
+        Op::Ack(_) => "ack",
+        Op::Fact { .. } => "fact",
+        Op::Ping => "ping",
+    }
+}
+
 async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String {
     let reference = frame.reference.as_deref();
+    if let Err(e) = scopes::check(session.scopes, scopes::need_ws(op_name(&frame.op))) {
+        return frames::result_err(reference, &e);
+    }
     let (tenant, identity) = (session.tenant.as_str(), session.identity.as_str());
     let result = match frame.op {
         Op::Send(req) => fanout::send_any(gw, tenant, identity, req).await,
@@ -95,5 +112,9 @@ async fn directive(gw: &Gateway, tenant: &str, identity: &str, op: DirectiveOp) 
 }
 
 pub async fn record_heartbeat(gw: &Gateway, handle: &SessionHandle) {
+    // A session that does not receive is no presence session: nothing of it is on the stream.
+    if !handle.agent.receives() {
+        return;
+    }
     gw.lifecycle().record_heartbeat(handle.id, &handle.tenant, &handle.identity, Utc::now()).await;
 }

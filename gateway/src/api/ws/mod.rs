@@ -81,8 +81,8 @@ fn accept(
         .ok_or_else(|| ApiError::Unauthorized("missing token: send Authorization: Bearer or ?token=".into()))?;
     let agent = match gw.authenticator().authenticate(token)? {
         Principal::Agent(a) => a,
-        Principal::Admin => {
-            return Err(ApiError::Forbidden("sessions need an agent token, not the admin token".into()))
+        Principal::Admin(_) => {
+            return Err(ApiError::Forbidden("sessions need an agent token, not an admin token".into()))
         }
     };
     let kind = match params.get("kind") {

@@ -120,7 +120,11 @@ where
                         }
                         match frames::step(text.as_str()) {
                             Step::Reply(r) => r,
-                            Step::Run(ClientFrame { reference, op: Op::Ack(ids) }) => {
+                            // Batched here only if the token may ack; otherwise the op path
+                            // answers `forbidden` naming `receive`.
+                            Step::Run(ClientFrame { reference, op: Op::Ack(ids) })
+                                if handle.scopes.contains(bus::scope::Scope::Receive) =>
+                            {
                                 let reply = dispatch::acked(reference.as_deref(), ids.len());
                                 acks_pending += ids.len();
                                 runner.acks_received(ids.len());

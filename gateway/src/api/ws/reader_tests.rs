@@ -93,7 +93,7 @@ fn start(runner: Recorder) -> Harness {
     });
     let (out_tx, out) = mpsc::channel(1024);
     let (ctl_tx, control) = mpsc::unbounded_channel();
-    let agent = Agent { tenant: "default".into(), identity: "bob".into(), token_hash: "h".into() };
+    let agent = Agent::registered("default", "bob", "h");
     let handle = SessionHandle::new(Uuid::new_v4(), &agent, SessionKind::Daemon, out_tx, ctl_tx);
     let settings = Settings {
         heartbeat_interval: STALE / 4,

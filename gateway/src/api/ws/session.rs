@@ -41,20 +41,26 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
     let _ = handle.out.try_send(frames::welcome(id, &agent.tenant, &agent.identity, heartbeat_ms).into());
 
     let now = Utc::now();
-    let entry = gw.lifecycle().entry(&agent, kind, Surface::Ws, now);
-    gw.presence().open(id, entry);
-    gw.hub().insert(handle.clone());
-    // A rotation or a removal applied between authentication and the insert above did not see
-    // this session: both update the registry before they close sessions, so asking it now
-    // closes exactly the sessions they missed.
-    if gw.registry().lookup(&agent.token_hash).is_none() {
-        let removed = !gw.registry().is_registered(&agent.tenant, &agent.identity);
-        handle.close(if removed { CloseReason::AgentRemoved } else { CloseReason::TokenRotated });
+    // A session whose token lacks `receive` is no presence session (CONTRACT §17): never pushed
+    // to, never making its agent available, so nothing of it goes to presence or the stream.
+    let receives = agent.receives();
+    if receives {
+        gw.presence().open(id, gw.lifecycle().entry(&agent, kind, Surface::Ws, now));
     }
-    if let Err(e) = gw.lifecycle().record_opened(id, &agent, kind, Surface::Ws, now).await {
+    gw.hub().insert(handle.clone());
+    // A rotation, revocation or removal applied between authentication and the insert above did
+    // not see this session: each updates the registry before it closes sessions, so asking it
+    // now closes exactly the sessions they missed.
+    if let Err(reason) = gw.authenticator().still_current(&agent, now) {
+        handle.close(reason);
+    }
+    let expiry = agent.expires_at.map(|at| tokio::spawn(close_at_expiry(handle.clone(), at)));
+    let opened = if receives { gw.lifecycle().record_opened(id, &agent, kind, Surface::Ws, now).await } else { Ok(()) };
+    if let Err(e) = opened {
         tracing::warn!(error = %e, identity = %agent.identity, "session could not be recorded; closing it");
         gw.hub().remove(id);
         gw.presence().close(id);
+        expiry.inspect(tokio::task::JoinHandle::abort);
         let frame = CloseFrame { code: CloseReason::Error.code(), reason: "the event stream is unavailable".into() };
         let _ = sink.send(Message::Close(Some(frame))).await;
         return;
@@ -63,18 +69,21 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
     tracing::info!(session_id = %id, tenant = %agent.tenant, identity = %agent.identity, kind = kind.as_str(), "session opened");
 
     let writer = tokio::spawn(writer::run(sink, out_rx, ctl_rx, room));
-    let drain = tokio::spawn(gw.deliverer().clone().startup_drain(handle.clone()));
+    let drain = receives.then(|| tokio::spawn(gw.deliverer().clone().startup_drain(handle.clone())));
 
     let live = Live { gw: &gw, handle: &handle };
     let reason = reader::read_loop(&reader::Settings::of(&cfg), &live, &handle, &mut stream).await;
     handle.close(reason);
     let reason = handle.reason().unwrap_or(reason);
-    drain.abort();
+    drain.inspect(tokio::task::JoinHandle::abort);
+    expiry.inspect(tokio::task::JoinHandle::abort);
 
     gw.hub().remove(id);
     gw.presence().close(id);
-    if let Err(e) = gw.lifecycle().record_closed(id, &agent.tenant, &agent.identity, reason).await {
-        tracing::warn!(error = %e, session_id = %id, "session close could not be recorded");
+    if receives {
+        if let Err(e) = gw.lifecycle().record_closed(id, &agent.tenant, &agent.identity, reason).await {
+            tracing::warn!(error = %e, session_id = %id, "session close could not be recorded");
+        }
     }
     metrics::session_closed(handle.kind, Surface::Ws, reason.label());
     tracing::info!(session_id = %id, identity = %agent.identity, reason = reason.label(), "session closed");
@@ -85,6 +94,15 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
     if tokio::time::timeout(WRITER_GRACE, writer).await.is_err() {
         tracing::warn!(session_id = %id, "writer did not finish in time; aborting it");
         abort.abort();
+    }
+}
+
+/// Closes a session when its token expires (CONTRACT §17: 1008, "token expired").
+async fn close_at_expiry(handle: Arc<SessionHandle>, at: chrono::DateTime<Utc>) {
+    let wait = (at - Utc::now()).to_std().unwrap_or_default();
+    tokio::select! {
+        _ = handle.closing().cancelled() => {}
+        _ = tokio::time::sleep(wait) => handle.close(CloseReason::TokenExpired),
     }
 }
 
