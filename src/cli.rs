@@ -61,6 +61,9 @@ pub enum Command {
     /// Create groups and set their members (admin), join or leave them (agents), list them.
     #[command(subcommand)]
     Group(crate::client::groups::GroupCmd),
+    /// Issue, list and revoke an agent's scoped or expiring tokens (admin).
+    #[command(subcommand)]
+    Token(crate::client::tokens::TokenCmd),
     /// Show (or drain) the caller's pending signals.
     Inbox(crate::client::args::InboxArgs),
     /// Receive signals as they arrive (a WebSocket session); --json prints one line each.

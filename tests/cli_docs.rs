@@ -88,6 +88,11 @@ fn cli_examples_in_docs_run_with_their_exit_codes() {
     assert!(stdout.contains("2 would expire") && stdout.contains("expired  2"), "{stdout}");
     assert!(stdout.contains("forced") && stderr.contains("would expire everything"), "{stdout}\n{stderr}");
     assert!(!stderr.contains("(http 200)"), "{stderr}");
+    // Tokens: a scoped token's refusal names the scope; the issue and list print scopes as one
+    // cell; a revoked and an expired token are refused, each saying why.
+    assert!(stdout.contains("scopes      send,read") && stdout.contains("send,receive,recall"), "{stdout}");
+    assert!(stderr.contains(r#"lacks the "receive" scope"#) && stderr.contains("token expired"), "{stderr}");
+    assert!(stdout.contains("tenant    acme") && stdout.contains("revoked   true"), "{stdout}");
     // `config check` said the default file is fine, and named the unknown key.
     assert!(stdout.contains("signalbus.toml: ok") && stderr.contains("listen_port"), "{stdout}\n{stderr}");
 }

@@ -1,7 +1,7 @@
 //! The client verbs' command line: the connection flags every verb takes (`Conn`), and the
 //! subcommands and arguments of `agent`, `signal`, `inbox`, `listen`, `ack`, `plugin`, `admin`
 //! and `doctor` (`directive` and `group` keep theirs in `directives.rs` and `groups.rs`,
-//! `admin expire` in `expire.rs`).
+//! `admin expire` in `expire.rs`, `token` and `admin token` in `tokens.rs`).
 //!
 //! Deliberately only clap types: `verbs.rs` runs them, `cli.rs` puts them into the command tree.
 
@@ -236,6 +236,9 @@ pub enum AdminCmd {
     /// Force-expire a tenant's pending signals by filter (at least one besides --tenant); each
     /// races its delivery on the stream, so none ends both delivered and expired.
     Expire(ExpireArgs),
+    /// Create, list and revoke tenant admin tokens (an admin inside one tenant only).
+    #[command(subcommand)]
+    Token(super::tokens::AdminTokenCmd),
 }
 
 #[derive(Debug, Args)]

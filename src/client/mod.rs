@@ -1,5 +1,6 @@
 //! The client verbs of CONTRACT §9 (`agent`, `signal`, `inbox`, `plugin`, `admin`, `doctor`),
-//! §14 (`directive`) and §15 (`group`, sends to `@group`, recalling many), and the receiving
+//! §14 (`directive`), §15 (`group`, sends to `@group`, recalling many) and §17 (`token`,
+//! `admin token`), and the receiving
 //! side (`listen`, `ack`): each is one or two HTTP calls to a running bus (or, for `listen`, one
 //! WebSocket session; for `--wait`, a call repeated until the directive ends), printed as a table
 //! or, with `--json`, as the bus's own JSON.
@@ -20,6 +21,8 @@
 //!   `directive_view`: a directive's path and how it is printed; `wait`: `--wait` until a
 //!   directive ends, and its exit codes; `fanout`: the answers of a
 //!   send to `@group` and of recalling many.
+//! - `tokens`: `token issue|list|revoke` and `admin token create|list|revoke` (CONTRACT §17),
+//!   flags and printing.
 
 pub(crate) mod args;
 mod directive_view;
@@ -30,6 +33,7 @@ pub(crate) mod groups;
 pub(crate) mod http;
 mod listen;
 mod render;
+pub(crate) mod tokens;
 mod verbs;
 mod wait;
 

@@ -1,5 +1,6 @@
-//! What each client verb asks the bus, and how its answer is shown; `directive` and `group` are
-//! handed to `directives.rs` and `groups.rs`, a fan-out's answer to `fanout.rs`.
+//! What each client verb asks the bus, and how its answer is shown; `directive`, `group` and
+//! `token` are handed to `directives.rs`, `groups.rs` and `tokens.rs`, a fan-out's answer to
+//! `fanout.rs`.
 //!
 //! Deliberately one small function per verb; the shapes are CONTRACT §8's.
 
@@ -29,6 +30,8 @@ pub async fn run(command: Command) -> i32 {
             (conn, r)
         }
         Command::Admin(AdminCmd::Expire(args)) => super::expire::run(args).await,
+        Command::Admin(AdminCmd::Token(cmd)) => super::tokens::run_admin(cmd).await,
+        Command::Token(cmd) => super::tokens::run(cmd).await,
         Command::Doctor(args) => doctor(args).await,
         Command::Directive(cmd) => super::directives::run(cmd).await,
         Command::Group(cmd) => super::groups::run(cmd).await,

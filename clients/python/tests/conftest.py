@@ -9,7 +9,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 import pytest
 
@@ -45,8 +45,11 @@ def free_port() -> int:
 class Bus:
     """One `signalbus serve` process; stop() and start() keep the port and the data dir."""
 
-    def __init__(self, data_dir: Path, port: Optional[int] = None, stale_after: str = STALE_AFTER) -> None:
+    def __init__(
+        self, data_dir: Path, port: Optional[int] = None, stale_after: str = STALE_AFTER, extra_args: Sequence[str] = ()
+    ) -> None:
         self.data_dir = data_dir
+        self.extra_args = list(extra_args)
         self.port = port or free_port()
         self.stale_after = stale_after
         self.url = f"http://127.0.0.1:{self.port}"
@@ -66,6 +69,7 @@ class Bus:
                 "--data-dir", str(self.data_dir / "data"),
                 "--admin-token", self.admin_token,
                 "--stale-after", self.stale_after,
+                *self.extra_args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

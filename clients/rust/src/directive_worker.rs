@@ -182,7 +182,7 @@ where
             tracing::info!(directive_id = %id, "resuming a directive this identity started");
             *now
         }
-        Err(e @ (Error::InvalidTransition { .. } | Error::AlreadyClaimed { .. } | Error::Forbidden(_))) => {
+        Err(e @ (Error::InvalidTransition { .. } | Error::AlreadyClaimed { .. } | Error::Forbidden { .. })) => {
             tracing::debug!(directive_id = %id, reason = %e.code(), "directive request skipped");
             return Settle::Ack;
         }

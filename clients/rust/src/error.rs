@@ -40,10 +40,15 @@ impl std::fmt::Display for BusError {
 pub enum Error {
     #[error("{0} (fix the request: the message names the field; retrying it unchanged fails again)")]
     InvalidRequest(Box<BusError>),
-    #[error("{0} (the token is missing, wrong, rotated or removed: get a valid token and build a new client)")]
+    /// The bus did not take the token: missing, wrong, rotated, revoked (`token revoked`),
+    /// expired (`token expired`) or its agent removed.
+    #[error("{0} (the token is missing, wrong, rotated, revoked, expired or removed: get a valid token and build a new client)")]
     Unauthorized(Box<BusError>),
-    #[error("{0} (this token may not do that: agent vs admin, another tenant, a plugin you do not own)")]
-    Forbidden(Box<BusError>),
+    /// The token may not make this call. `scope` names the scope it lacks (CONTRACT §17) when that
+    /// is why; `None` for the other reasons (agent vs admin, another tenant, a plugin you do not
+    /// own, a directive action that is not yours).
+    #[error("{error} ({})", match scope { Some(_) => "the token lacks that scope: use a token issued with it", None => "this token may not do that: agent vs admin, another tenant, a plugin you do not own" })]
+    Forbidden { scope: Option<String>, error: Box<BusError> },
     #[error("{0} (no such resource visible to you; check the id or name)")]
     NotFound(Box<BusError>),
     #[error("{0} (the recipient is not registered in your tenant: register it (admin) or fix the name)")]
@@ -153,7 +158,6 @@ impl Error {
         match self {
             Error::InvalidRequest(e)
             | Error::Unauthorized(e)
-            | Error::Forbidden(e)
             | Error::NotFound(e)
             | Error::UnknownRecipient(e)
             | Error::UnknownGroup(e)
@@ -162,6 +166,7 @@ impl Error {
             | Error::Internal(e)
             | Error::Other(e) => &e.code,
             Error::RecipientUnavailable { error, .. }
+            | Error::Forbidden { error, .. }
             | Error::InvalidTransition { error, .. }
             | Error::AlreadyClaimed { error, .. }
             | Error::IdempotencyConflict { error, .. }
@@ -190,7 +195,6 @@ impl Error {
         match self {
             Error::InvalidRequest(e)
             | Error::Unauthorized(e)
-            | Error::Forbidden(e)
             | Error::NotFound(e)
             | Error::UnknownRecipient(e)
             | Error::UnknownGroup(e)
@@ -199,6 +203,7 @@ impl Error {
             | Error::Internal(e)
             | Error::Other(e) => Some(e.as_ref()),
             Error::RecipientUnavailable { error, .. }
+            | Error::Forbidden { error, .. }
             | Error::InvalidTransition { error, .. }
             | Error::AlreadyClaimed { error, .. }
             | Error::IdempotencyConflict { error, .. }
@@ -218,6 +223,15 @@ impl Error {
             | Error::DirectiveExpired { directive }
             | Error::DirectiveCanceled { directive }
             | Error::DirectiveTimeout { directive, .. } => Some(directive),
+            _ => None,
+        }
+    }
+
+    /// The scope a `Forbidden` names: the one the token lacks (CONTRACT §17). Python `.scope`,
+    /// TypeScript `scope`.
+    pub fn scope(&self) -> Option<&str> {
+        match self {
+            Error::Forbidden { scope, .. } => scope.as_deref(),
             _ => None,
         }
     }
@@ -255,7 +269,7 @@ impl Error {
         matches!(
             self,
             Error::InvalidRequest(_)
-                | Error::Forbidden(_)
+                | Error::Forbidden { .. }
                 | Error::NotFound(_)
                 | Error::UnknownRecipient(_)
                 | Error::UnknownGroup(_)
@@ -283,7 +297,7 @@ impl Error {
 
     /// Fatal for a session: reconnecting with the same token cannot help.
     pub(crate) fn is_fatal_for_session(&self) -> bool {
-        matches!(self, Error::Unauthorized(_) | Error::InvalidRequest(_) | Error::Forbidden(_))
+        matches!(self, Error::Unauthorized(_) | Error::InvalidRequest(_) | Error::Forbidden { .. })
     }
 
     /// Attaches the send's dedupe_key to errors that are retried with it.

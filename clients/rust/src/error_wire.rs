@@ -73,7 +73,10 @@ impl Error {
         match error.code.as_str() {
             "invalid_request" => Error::InvalidRequest(error),
             "unauthorized" => Error::Unauthorized(error),
-            "forbidden" => Error::Forbidden(error),
+            "forbidden" => {
+                let scope = error.details.get("scope").and_then(Value::as_str).map(str::to_string);
+                Error::Forbidden { scope, error }
+            }
             "not_found" => Error::NotFound(error),
             "unknown_recipient" => Error::UnknownRecipient(error),
             "unknown_group" => Error::UnknownGroup(error),
@@ -148,5 +151,19 @@ mod tests {
         );
         let e = Error::from_body(&json!({"error": {"code": "unknown_group", "message": "@nope"}}), None);
         assert!(matches!(e, Error::UnknownGroup(_)) && e.status() == Some(404) && e.is_definitive());
+    }
+
+    #[test]
+    fn a_forbidden_names_the_scope_the_token_lacks() {
+        let body = json!({"error": {"code": "forbidden", "message": "this token lacks the \"send\" scope",
+            "scope": "send"}});
+        for status in [Some(403), None] {
+            let e = Error::from_body(&body, status);
+            assert!(matches!(&e, Error::Forbidden { scope: Some(s), .. } if s == "send"), "{e:?}");
+            assert_eq!((e.scope(), e.status(), e.code()), (Some("send"), Some(403), "forbidden"));
+            assert!(e.to_string().contains("lacks that scope"), "{e}");
+        }
+        let other = Error::from_body(&json!({"error": {"code": "forbidden", "message": "not your plugin"}}), Some(403));
+        assert!(matches!(other, Error::Forbidden { scope: None, .. }) && other.scope().is_none());
     }
 }

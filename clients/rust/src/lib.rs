@@ -20,6 +20,7 @@
 //! - `directives`: the directive calls and `run_directive`. (facade)
 //! - `groups`: send to a group, groups, join/leave, recall many; the admin's group calls. (facade)
 //! - `timing`: inbox reads that wait, conversations; the admin's force-expire (§16). (facade)
+//! - `tokens`: the admin's token calls: an agent's scoped tokens, tenant admin tokens (§17). (facade)
 //! - `client`: `Client`, its handles and lifecycle: starts the engine's tasks, closes. (facade)
 //! - `session`: the WebSocket session loop: connect, welcome, heartbeat, reconnect. (engine)
 //! - `delivery`: pushed signals deduped, routed to an ask or the inbox; handler dispatch. (engine)
@@ -33,6 +34,7 @@
 //! - `error_wire`: the bus's error object typed into an `Error`.
 //! - `types_group`: the wire shapes of groups, fan-out answers and recalling many.
 //! - `types_time`: the wire shapes of inbox waits and force-expire (§16).
+//! - `types_token`: scopes and the wire shapes of the token calls (§17).
 //! - `error`: the one error enum; every variant says what to do.
 //! - `types`: the wire shapes (signals, rows, facts, roster).
 //! - `types_send`: the wire shapes of a send (request, result, spooled) and the §3 defaults.
@@ -57,11 +59,13 @@ mod session;
 mod shared;
 mod spool;
 mod timing;
+mod tokens;
 mod types;
 mod types_directive;
 mod types_group;
 mod types_send;
 mod types_time;
+mod types_token;
 
 pub use builder::ClientBuilder;
 pub use client::Client;
@@ -84,3 +88,4 @@ pub use types_send::{default_ttl, SendOutcome, SendRequest, SendResult, Spooled}
 pub use types_time::{
     ExpireCandidate, ExpireFilter, ExpireOutcome, ExpirePreview, ExpireResult, InboxQuery, MAX_INBOX_WAIT,
 };
+pub use types_token::{AdminToken, AdminTokenInfo, IssuedToken, Scope, TokenInfo, TokenRequest, REGISTRATION_TOKEN_ID};

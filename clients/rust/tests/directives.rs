@@ -103,8 +103,8 @@ async fn s28_directive_to_an_agent() {
         bob.list_directives(&assigned).await.unwrap().directives.into_iter().map(|d| d.directive_id).collect();
     assert_eq!(mine, vec![id.clone()]);
 
-    assert!(matches!(bob.cancel_directive(&id, None).await, Err(Error::Forbidden(_))));
-    assert!(matches!(alice.complete_directive(&id, json!({})).await, Err(Error::Forbidden(_))));
+    assert!(matches!(bob.cancel_directive(&id, None).await, Err(Error::Forbidden { .. })));
+    assert!(matches!(alice.complete_directive(&id, json!({})).await, Err(Error::Forbidden { .. })));
     match bob.complete_directive(&id, json!({"ok": false})).await {
         Err(e @ Error::InvalidTransition { .. }) => {
             assert_eq!(e.directive().map(|d| d.status), Some(DirectiveStatus::Completed));

@@ -1,7 +1,24 @@
-/** Admin calls with the admin token: register, rotate, remove, roster, rebuild, groups and their members, force-expire. */
+/**
+ * Admin calls with the admin token: register, rotate, remove, roster, rebuild, groups and their
+ * members, force-expire, and tokens (an agent's scoped tokens; tenant admin tokens). A tenant
+ * admin token makes the same calls inside its own tenant.
+ */
 
 import { UsageError } from "./errors.js";
 import { HttpApi, type FetchLike } from "./http.js";
+import {
+  parseAdminToken,
+  parseAdminTokenInfo,
+  parseIssuedToken,
+  parseRevoked,
+  parseTokenInfo,
+  type AdminToken,
+  type AdminTokenInfo,
+  type IssuedToken,
+  type IssueTokenOptions,
+  type Revoked,
+  type TokenInfo,
+} from "./tokens.js";
 import {
   parseAgent,
   parseExpirePreview,
@@ -151,5 +168,70 @@ export class AdminClient {
       return parseExpirePreview(await this.api.request("POST", "/v1/admin/signals/expire", { body }));
     }
     return parseExpireResult(await this.api.request("POST", "/v1/admin/signals/expire", { body }));
+  }
+
+  // -- tokens (CONTRACT §17) --------------------------------------------------------------------
+
+  /**
+   * Issue another token for `identity` (`POST /v1/agents/{identity}/tokens`): it holds `scopes`
+   * (default: every scope), stops working `expiresInMs` after now (rounded up to whole seconds;
+   * default: never) and is told apart by `label`. Resolves to `IssuedToken`, whose `token` is shown
+   * this once. `NotFound` for no such agent, `InvalidRequest` for an unknown or empty scope list,
+   * `Forbidden` for a tenant admin of another tenant.
+   */
+  async issueToken(identity: string, options: IssueTokenOptions = {}): Promise<IssuedToken> {
+    const body: Record<string, unknown> = {};
+    if (options.scopes !== undefined) {
+      if (!Array.isArray(options.scopes)) throw new UsageError(`scopes is an array of scopes, got ${JSON.stringify(options.scopes)}`);
+      body.scopes = options.scopes;
+    }
+    if (options.expiresInMs !== undefined) {
+      const ms = options.expiresInMs;
+      if (!(typeof ms === "number" && Number.isFinite(ms) && ms > 0)) {
+        throw new UsageError(`expiresInMs must be a positive number of milliseconds, got ${String(ms)}`);
+      }
+      body.expires_in_seconds = Math.ceil(ms / 1000);
+    }
+    if (options.label !== undefined) body.label = options.label;
+    return parseIssuedToken(await this.api.request("POST", `/v1/agents/${enc(identity)}/tokens`, { body, params: { tenant: options.tenant } }));
+  }
+
+  /** `identity`'s tokens without their secrets: the registration token first (`tokenId` `"registration"`), then the issued ones not revoked. */
+  async tokens(identity: string, options: { tenant?: string } = {}): Promise<TokenInfo[]> {
+    const d = await this.api.request<{ tokens?: Record<string, unknown>[] }>("GET", `/v1/agents/${enc(identity)}/tokens`, { params: { tenant: options.tenant } });
+    return (d.tokens ?? []).map(parseTokenInfo);
+  }
+
+  /**
+   * Revoke one of `identity`'s issued tokens: it stops working at once and its sessions close
+   * (1008 `token revoked`). Revoking it again answers the same; `NotFound` for an id never issued
+   * to it; `InvalidRequest` for `"registration"` (`rotate` replaces that one).
+   */
+  async revokeToken(identity: string, tokenId: string, options: { tenant?: string } = {}): Promise<Revoked> {
+    const d = await this.api.request<Record<string, unknown>>("DELETE", `/v1/agents/${enc(identity)}/tokens/${enc(tokenId)}`, { params: { tenant: options.tenant } });
+    return parseRevoked(d, tokenId);
+  }
+
+  /**
+   * A tenant admin token (the global admin only): an admin inside `tenant` only — any call naming
+   * another tenant is `Forbidden`, as are `rebuild` and the admin-token calls but `adminTokens`.
+   * Resolves to `AdminToken`, whose `token` is shown this once.
+   */
+  async createAdminToken(tenant: string, options: { label?: string } = {}): Promise<AdminToken> {
+    if (typeof tenant !== "string" || tenant === "") throw new UsageError(`createAdminToken takes a tenant (a non-empty string), got ${JSON.stringify(tenant)}`);
+    const body: Record<string, unknown> = { tenant };
+    if (options.label !== undefined) body.label = options.label;
+    return parseAdminToken(await this.api.request("POST", "/v1/admin/tokens", { body }));
+  }
+
+  /** The tenant admin tokens (of `tenant` only, when given), without their secrets; a tenant admin lists its own tenant's. */
+  async adminTokens(options: { tenant?: string } = {}): Promise<AdminTokenInfo[]> {
+    const d = await this.api.request<{ tokens?: Record<string, unknown>[] }>("GET", "/v1/admin/tokens", { params: { tenant: options.tenant } });
+    return (d.tokens ?? []).map(parseAdminTokenInfo);
+  }
+
+  /** Revoke a tenant admin token (the global admin only): it stops working at once; `NotFound` for an unknown id. */
+  async revokeAdminToken(tokenId: string): Promise<Revoked> {
+    return parseRevoked(await this.api.request("DELETE", `/v1/admin/tokens/${enc(tokenId)}`), tokenId);
   }
 }

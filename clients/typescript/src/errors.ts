@@ -90,13 +90,22 @@ export class InvalidRequest extends SignalbusError {
   static override readonly code = "invalid_request";
   static override readonly hint = "fix the request: the message names the field; retrying it unchanged fails again";
 }
+/** The bus did not take the token: missing, wrong, rotated, revoked (`token revoked`), expired (`token expired`) or its agent removed. */
 export class Unauthorized extends SignalbusError {
   static override readonly code = "unauthorized";
-  static override readonly hint = "the token is missing, wrong, rotated or removed: get a valid token (admin rotate) and build a new client";
+  static override readonly hint = "the token is missing, wrong, rotated, revoked, expired or removed: get a valid token (admin rotate or issueToken) and build a new client";
 }
+/**
+ * The token may not make this call. `scope` names the scope it lacks (CONTRACT §17) when that is
+ * why; `undefined` for the other reasons (agent vs admin, another tenant, a plugin you do not own,
+ * a directive action that is not yours).
+ */
 export class Forbidden extends SignalbusError {
   static override readonly code = "forbidden";
-  static override readonly hint = "this token may not do that (agent vs admin, another tenant, a plugin you do not own)";
+  static override readonly hint = "this token may not do that (a scope it lacks: scope; agent vs admin, another tenant, a plugin you do not own)";
+  get scope(): string | undefined {
+    return typeof this.details.scope === "string" ? this.details.scope : undefined;
+  }
 }
 export class NotFound extends SignalbusError {
   static override readonly code = "not_found";

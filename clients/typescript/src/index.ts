@@ -9,7 +9,7 @@
  * facade) → `directives` (directive calls, `runDirective`, the `onDirective` worker) → `replay`
  * (spooling and replay) → `session` (the session engine: transport, supervisor, calls) →
  * `delivery` (dedupe, routes, dispatch, acks) → `admin` → `http` → `file-spool` → `spool`,
- * `types`, `logger`, `ids`, `errors` → `directive-object` (the directive object, a leaf).
+ * `types`, `tokens`, `logger`, `ids`, `errors` → `directive-object` (the directive object, a leaf).
  */
 
 export { Client } from "./client.js";
@@ -22,6 +22,7 @@ export { AdminClient } from "./admin.js";
 export type { AdminOptions } from "./admin.js";
 export * from "./errors.js";
 export * from "./types.js";
+export * from "./tokens.js";
 export { MemorySpool, DEFAULT_MAX_AGE_MS, DEFAULT_MAX_AGE_SECONDS, DEFAULT_MAX_BYTES, remainingTtl, replayRequest } from "./spool.js";
 export type { PutOptions, SpoolEntry, SpoolLimits, SpoolRequest, SpoolStore } from "./spool.js";
 export { consoleLogger, silentLogger } from "./logger.js";

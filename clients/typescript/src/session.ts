@@ -372,12 +372,15 @@ export class Session {
     return true;
   }
 
-  /** Throws Unauthorized when the bus refuses the token (HTTP), nothing otherwise. */
+  /**
+   * Throws Unauthorized when the bus refuses the token (HTTP), nothing otherwise. A 403 is not a
+   * refusal: the roster needs the `read` scope, which a valid token may lack (CONTRACT §17).
+   */
   private async probeToken(): Promise<void> {
     try {
       await this.api.request("GET", "/v1/agents");
     } catch (e) {
-      if (e instanceof SignalbusError && FATAL.has(e.code)) throw e;
+      if (e instanceof SignalbusError && e.code === "unauthorized") throw e;
     }
   }
 

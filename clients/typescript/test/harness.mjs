@@ -1,6 +1,6 @@
 // A real `signalbus serve` (embedded) per test, started from the built binary.
 import { spawn } from "node:child_process";
-import { existsSync, statSync, accessSync, constants, mkdtempSync, openSync, closeSync, readFileSync } from "node:fs";
+import { existsSync, statSync, accessSync, constants, mkdtempSync, openSync, closeSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
 import { createServer } from "node:net";
@@ -42,18 +42,25 @@ export function freePort() {
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 export class Bus {
-  constructor(dir, port) {
+  constructor(dir, port, extraArgs = []) {
     this.dir = dir;
     this.port = port;
+    this.extraArgs = extraArgs;
     this.url = `http://127.0.0.1:${port}`;
     this.adminToken = ADMIN_TOKEN;
     this.proc = undefined;
     this.logPath = path.join(dir, "serve.log");
   }
 
-  static async create() {
+  /** A fresh bus; `config` (TOML text), when given, is its `--config` file. */
+  static async create({ config } = {}) {
     const dir = mkdtempSync(path.join(tmpdir(), "sbc-ts-"));
-    const bus = new Bus(dir, await freePort());
+    const extraArgs = [];
+    if (config !== undefined) {
+      writeFileSync(path.join(dir, "signalbus.toml"), config);
+      extraArgs.push("--config", path.join(dir, "signalbus.toml"));
+    }
+    const bus = new Bus(dir, await freePort(), extraArgs);
     await bus.start();
     return bus;
   }
@@ -63,7 +70,7 @@ export class Bus {
     const fd = openSync(this.logPath, "a");
     this.proc = spawn(
       binary(),
-      ["serve", "--listen", `127.0.0.1:${this.port}`, "--data-dir", path.join(this.dir, "data"), "--admin-token", this.adminToken, "--stale-after", STALE_AFTER],
+      ["serve", "--listen", `127.0.0.1:${this.port}`, "--data-dir", path.join(this.dir, "data"), "--admin-token", this.adminToken, "--stale-after", STALE_AFTER, ...this.extraArgs],
       { stdio: ["ignore", fd, fd], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "info" } },
     );
     closeSync(fd);
@@ -104,9 +111,9 @@ export class Bus {
   }
 }
 
-/** Runs `body(bus, admin)` against a fresh bus; prints the bus's log when it fails. */
-export async function withBus(body) {
-  const bus = await Bus.create();
+/** Runs `body(bus, admin)` against a fresh bus (`options` as `Bus.create`'s); prints the bus's log when it fails. */
+export async function withBus(body, options = {}) {
+  const bus = await Bus.create(options);
   const admin = new AdminClient(bus.url, bus.adminToken);
   try {
     await body(bus, admin);

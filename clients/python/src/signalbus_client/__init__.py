@@ -6,7 +6,8 @@ Layout, top to bottom (each module imports only modules below it): ``client`` (t
 facade) → ``directives`` (directive calls, ``run_directive``'s waits, ``on_directive`` workers),
 ``replay`` (spooling and replay) → ``session`` (the session engine: transport, supervisor,
 calls) → ``delivery`` (dedupe, routes, dispatch, acks) → ``admin`` → ``http`` → ``spool`` →
-``errors`` → ``types`` → ``error_base`` (``SignalbusError``, ``ProtocolError``).
+``errors`` → ``tokens`` (the token calls' answers, scopes) → ``types`` → ``error_base``
+(``SignalbusError``, ``ProtocolError``).
 """
 
 from .admin import AdminClient
@@ -45,6 +46,7 @@ from .errors import (
 )
 from .replay import ReplayReport, SpoolExpired
 from .spool import Spool, SpoolEntry
+from .tokens import SCOPES, AdminToken, AdminTokenInfo, IssuedToken, Scope, TokenInfo
 from .types import (
     Agent,
     Directive,
@@ -77,11 +79,12 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AdminClient", "Agent", "AlreadyClaimed", "AlreadyRegistered", "AskTimeout", "Client",
+    "AdminClient", "AdminToken", "AdminTokenInfo", "Agent", "AlreadyClaimed", "AlreadyRegistered", "AskTimeout", "Client",
     "ClientClosed", "ConnectionCallback", "Directive", "DirectiveCanceled", "DirectiveEnded",
     "DirectiveExpired", "DirectiveFailed", "DirectiveFailure", "DirectiveHandler", "DirectivePage",
     "DirectiveProgress", "DirectiveRejected", "DirectiveTimeout", "ExpireCandidate", "ExpirePreview",
     "ExpireResult", "Fact", "FactPage",
+    "IssuedToken", "SCOPES", "Scope", "TokenInfo",
     "FanoutResult", "Forbidden", "Group", "GroupMember", "IdempotencyConflict", "InternalError",
     "InvalidRequest", "InvalidTransition", "MemberResult", "NotFound", "PayloadTooLarge",
     "PluginState", "ProgressReporter", "ProtocolError", "RateLimited", "RecallEntry",

@@ -1,5 +1,6 @@
 """``AdminClient``: the calls made with the admin token — register, rotate, remove, roster,
-rebuild, groups (create, delete, members) and force-expire.
+rebuild, groups (create, delete, members), force-expire, and tokens (an agent's scoped tokens;
+tenant admin tokens). A tenant admin token makes the same calls inside its own tenant.
 
 Deliberately HTTP only and separate from the agent's ``Client``: an admin opens no session.
 """
@@ -15,12 +16,13 @@ import httpx
 
 from .errors import UsageError
 from .http import HttpApi, clean, group_path
+from .tokens import AdminToken, AdminTokenInfo, IssuedToken, Scope, TokenInfo
 from .types import Agent, ExpirePreview, ExpireResult, Group, Registration, Removal
 
 
 class AdminClient:
-    """Admin calls with the admin token: register, rotate, remove, roster, rebuild, groups,
-    force-expire."""
+    """Admin calls with the admin token (or a tenant admin token, inside its tenant): register,
+    rotate, remove, roster, rebuild, groups, force-expire, tokens."""
 
     def __init__(self, url: str, admin_token: str, *, timeout: float = 15.0, http: Optional[httpx.AsyncClient] = None) -> None:
         self._api = HttpApi(url, admin_token, timeout, http)
@@ -187,3 +189,68 @@ class AdminClient:
             body["dry_run"] = True
             return ExpirePreview.from_json(await self._api.request("POST", "/v1/admin/signals/expire", body=body))
         return ExpireResult.from_json(await self._api.request("POST", "/v1/admin/signals/expire", body=body))
+
+    # -- tokens (CONTRACT §17) ----------------------------------------------------------------
+
+    async def issue_token(
+        self,
+        identity: str,
+        *,
+        tenant: Optional[str] = None,
+        scopes: Optional[Sequence[Scope]] = None,
+        expires_in: Union[float, timedelta, None] = None,
+        label: Optional[str] = None,
+    ) -> IssuedToken:
+        """Issue another token for ``identity`` (``POST /v1/agents/{identity}/tokens``): it holds
+        ``scopes`` (default: every scope), stops working ``expires_in`` after now (seconds or a
+        ``timedelta``, rounded up; default: never) and is told apart by ``label``. →
+        ``IssuedToken``, whose ``token`` is shown this once. ``NotFound`` for no such agent,
+        ``InvalidRequest`` for an unknown or empty scope list, ``Forbidden`` for a tenant admin of
+        another tenant."""
+        if isinstance(scopes, str):
+            raise UsageError(f"scopes is a list of scopes, not one str: scopes=[{scopes!r}]")
+        seconds: Optional[int] = None
+        if expires_in is not None:
+            span = expires_in.total_seconds() if isinstance(expires_in, timedelta) else expires_in
+            if isinstance(span, bool) or not isinstance(span, (int, float)) or not math.isfinite(span) or span <= 0:
+                raise UsageError(f"expires_in is a positive duration (seconds or a timedelta), got {expires_in!r}")
+            seconds = math.ceil(span)
+        body = clean({"scopes": None if scopes is None else list(scopes), "expires_in_seconds": seconds, "label": label})
+        data = await self._api.request("POST", _tokens_path(identity), body=body, params={"tenant": tenant})
+        return IssuedToken.from_json(data)
+
+    async def tokens(self, identity: str, *, tenant: Optional[str] = None) -> List[TokenInfo]:
+        """``identity``'s tokens without their secrets: the registration token first
+        (``token_id == "registration"``), then the issued ones not revoked."""
+        data = await self._api.request("GET", _tokens_path(identity), params={"tenant": tenant})
+        return [TokenInfo.from_json(t) for t in data.get("tokens") or []]
+
+    async def revoke_token(self, identity: str, token_id: str, *, tenant: Optional[str] = None) -> None:
+        """Revoke one of ``identity``'s issued tokens: it stops working at once and its sessions
+        close (1008 ``token revoked``). Revoking it again changes nothing; ``NotFound`` for an id
+        never issued to it; ``InvalidRequest`` for ``"registration"`` (``rotate`` replaces that)."""
+        await self._api.request("DELETE", f"{_tokens_path(identity)}/{quote(token_id, safe='')}", params={"tenant": tenant})
+
+    async def create_admin_token(self, tenant: str, *, label: Optional[str] = None) -> AdminToken:
+        """A tenant admin token (the global admin only): an admin inside ``tenant`` only — any call
+        naming another tenant is ``Forbidden``, as are ``rebuild`` and the admin-token calls but
+        ``admin_tokens``. → ``AdminToken``, whose ``token`` is shown this once."""
+        if not isinstance(tenant, str) or not tenant:
+            raise UsageError(f"create_admin_token takes a tenant (a non-empty str), got {tenant!r}")
+        data = await self._api.request("POST", "/v1/admin/tokens", body=clean({"tenant": tenant, "label": label}))
+        return AdminToken.from_json(data)
+
+    async def admin_tokens(self, *, tenant: Optional[str] = None) -> List[AdminTokenInfo]:
+        """The tenant admin tokens (of ``tenant`` only, when given), without their secrets; a
+        tenant admin lists its own tenant's."""
+        data = await self._api.request("GET", "/v1/admin/tokens", params={"tenant": tenant})
+        return [AdminTokenInfo.from_json(t) for t in data.get("tokens") or []]
+
+    async def revoke_admin_token(self, token_id: str) -> None:
+        """Revoke a tenant admin token (the global admin only): it stops working at once;
+        ``NotFound`` for an unknown id."""
+        await self._api.request("DELETE", f"/v1/admin/tokens/{quote(token_id, safe='')}")
+
+
+def _tokens_path(identity: str) -> str:
+    return f"/v1/agents/{quote(identity, safe='')}/tokens"

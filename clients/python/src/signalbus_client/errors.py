@@ -24,13 +24,25 @@ class InvalidRequest(SignalbusError):
 
 
 class Unauthorized(SignalbusError):
+    """The bus did not take the token: missing, wrong, rotated, revoked (``token revoked``),
+    expired (``token expired``) or its agent removed; the message says which when the bus did."""
+
     code = "unauthorized"
-    hint = "the token is missing, wrong, rotated or removed: get a valid token (admin rotate) and build a new client"
+    hint = "the token is missing, wrong, rotated, revoked, expired or removed: get a valid token (admin rotate or issue_token) and build a new client"
 
 
 class Forbidden(SignalbusError):
+    """The token may not make this call. ``scope`` names the scope it lacks (CONTRACT §17) when
+    that is why; ``None`` for the other reasons (agent vs admin, another tenant, a plugin you do
+    not own, a directive action that is not yours)."""
+
     code = "forbidden"
-    hint = "this token may not do that (agent vs admin, another tenant, a plugin you do not own)"
+    hint = "this token may not do that (a scope it lacks: .scope; agent vs admin, another tenant, a plugin you do not own)"
+
+    @property
+    def scope(self) -> Optional[str]:
+        value = self.details.get("scope")
+        return value if isinstance(value, str) else None
 
 
 class NotFound(SignalbusError):

@@ -59,14 +59,27 @@ pub struct Bus {
     pub url: String,
     pub dir: tempfile::TempDir,
     child: Option<Child>,
+    /// More `serve` arguments (e.g. `--config FILE`).
+    extra: Vec<String>,
 }
 
 impl Bus {
     /// A fresh bus, ready (`/readyz` 200).
     pub async fn start_new() -> Bus {
+        Bus::start_configured(None).await
+    }
+
+    /// A fresh bus whose `--config` file holds `config` (TOML), when given.
+    pub async fn start_configured(config: Option<&str>) -> Bus {
         let port = free_port();
-        let mut bus =
-            Bus { port, url: format!("http://127.0.0.1:{port}"), dir: tempfile::tempdir().unwrap(), child: None };
+        let dir = tempfile::tempdir().unwrap();
+        let mut extra = Vec::new();
+        if let Some(toml) = config {
+            let file = dir.path().join("signalbus.toml");
+            std::fs::write(&file, toml).unwrap();
+            extra = vec!["--config".to_string(), file.display().to_string()];
+        }
+        let mut bus = Bus { port, url: format!("http://127.0.0.1:{port}"), dir, child: None, extra };
         bus.start().await;
         bus
     }
@@ -84,6 +97,7 @@ impl Bus {
             .arg("--data-dir")
             .arg(self.dir.path().join("data"))
             .args(["--admin-token", ADMIN_TOKEN, "--stale-after", STALE_AFTER])
+            .args(&self.extra)
             .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
