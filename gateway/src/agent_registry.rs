@@ -148,7 +148,7 @@ impl AgentRegistry {
             .filter(|(_, e)| tenant.is_none_or(|t| e.tenant == t))
             .map(|(id, e)| (*id, e.clone()))
             .collect();
-        out.sort_by(|a, b| (a.1.issued_at, a.0).cmp(&(b.1.issued_at, b.0)));
+        out.sort_by_key(|(id, e)| (e.issued_at, *id));
         out
     }
 

@@ -112,7 +112,7 @@ impl Authenticator {
             return Ok(Principal::Admin(AdminRole::Global));
         }
         if let Some(jwt) = self.jwt.as_ref().filter(|_| crate::jwt::JwtVerifier::looks_like_jwt(token)) {
-            return self.from_jwt(jwt, token);
+            return self.jwt_principal(jwt, token);
         }
         let token_hash = hash_token(token);
         match self.registry.credential(&token_hash) {
@@ -130,7 +130,7 @@ impl Authenticator {
     }
 
     /// A JWT from the team's identity provider, as a token of the registered agent it names.
-    fn from_jwt(&self, jwt: &crate::jwt::JwtVerifier, token: &str) -> Result<Principal, ApiError> {
+    fn jwt_principal(&self, jwt: &crate::jwt::JwtVerifier, token: &str) -> Result<Principal, ApiError> {
         use crate::jwt::JwtRejection;
         let claims = match jwt.verify(token) {
             Ok(c) => c,

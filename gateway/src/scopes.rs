@@ -155,6 +155,21 @@ pub fn check(scopes: ScopeSet, need: Need) -> Result<(), ApiError> {
     }
 }
 
+/// The table as docs/security.md shows it: `| surface | call | scope |` rows.
+pub fn markdown_table() -> String {
+    let mut out = String::from("| surface | call | scope |\n|---|---|---|\n");
+    for (m, p, n) in HTTP {
+        out.push_str(&format!("| HTTP | `{m} {p}` | {} |\n", n.label()));
+    }
+    for (op, n) in WS_OPS {
+        out.push_str(&format!("| WebSocket | `{op}` | {} |\n", n.label()));
+    }
+    for (tool, n) in MCP_TOOLS {
+        out.push_str(&format!("| MCP | `{tool}` | {} |\n", n.label()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,19 +212,4 @@ mod tests {
             markdown_table()
         );
     }
-}
-
-/// The table as docs/security.md shows it: `| surface | call | scope |` rows.
-pub fn markdown_table() -> String {
-    let mut out = String::from("| surface | call | scope |\n|---|---|---|\n");
-    for (m, p, n) in HTTP {
-        out.push_str(&format!("| HTTP | `{m} {p}` | {} |\n", n.label()));
-    }
-    for (op, n) in WS_OPS {
-        out.push_str(&format!("| WebSocket | `{op}` | {} |\n", n.label()));
-    }
-    for (tool, n) in MCP_TOOLS {
-        out.push_str(&format!("| MCP | `{tool}` | {} |\n", n.label()));
-    }
-    out
 }

@@ -84,7 +84,7 @@ pub async fn issue(
 pub fn list(gw: &Gateway, tenant: &str, identity: &str) -> Result<Vec<(Uuid, IssuedToken)>, ApiError> {
     let entry = gw.registry().get(tenant, identity).ok_or_else(|| missing(tenant, identity))?;
     let mut tokens: Vec<_> = entry.tokens.into_iter().collect();
-    tokens.sort_by(|a, b| (a.1.issued_at, a.0).cmp(&(b.1.issued_at, b.0)));
+    tokens.sort_by_key(|(id, t)| (t.issued_at, *id));
     Ok(tokens)
 }
 

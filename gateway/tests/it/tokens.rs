@@ -96,7 +96,8 @@ async fn every_route_op_and_tool_is_held_to_the_scope_table() {
 /// The JSON-RPC `result` of an MCP answer, plain JSON or server-sent events.
 async fn rpc_result(r: reqwest::Response) -> Value {
     let text = r.text().await.unwrap();
-    let json = text.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).last().unwrap_or(&text).to_string();
+    let json =
+        text.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).next_back().unwrap_or(&text).to_string();
     let v: Value = serde_json::from_str(&json).unwrap_or_else(|_| panic!("{text}"));
     v["result"].clone()
 }
