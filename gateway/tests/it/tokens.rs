@@ -82,13 +82,19 @@ async fn every_route_op_and_tool_is_held_to_the_scope_table() {
         let r = post(&bus, Some(&token), None, initialize().to_string()).await;
         assert_eq!(r.status(), 200);
         let session = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
-        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "check_inbox", "arguments": {}}});
-        let answer = rpc_result(post(&bus, Some(&token), Some(&session), call.to_string()).await).await;
-        let text = answer["content"][0]["text"].as_str().unwrap_or_default().to_string();
-        assert_eq!(answer["isError"] == true, scope != Scope::Receive, "{scope}: check_inbox: {answer}");
-        if scope != Scope::Receive {
-            assert!(text.contains("receive"), "{answer}");
+        for (i, (tool, need)) in scopes::MCP_TOOLS.iter().enumerate() {
+            let call = json!({"jsonrpc": "2.0", "id": 2 + i, "method": "tools/call",
+                "params": {"name": tool, "arguments": {}}});
+            let answer = rpc_result(post(&bus, Some(&token), Some(&session), call.to_string()).await).await;
+            let body = &answer["structuredContent"];
+            let refused = body["error"]["code"] == "forbidden" && body["error"]["scope"].is_string();
+            match need {
+                Need::Scope(s) if *s == scope => assert!(!refused, "{scope}: mcp {tool}: {answer}"),
+                Need::Scope(s) => {
+                    assert!(refused && body["error"]["scope"] == s.as_str(), "{scope}: mcp {tool}: {answer}")
+                }
+                other => panic!("{other:?}"),
+            }
         }
     }
 }
