@@ -1,22 +1,24 @@
 //! The deployment config file (`--config`, TOML): `[server]` holds a key for every server flag
-//! but `--config`, `[limits]` the per-identity and per-process limits, `[types.Name]` per-type
-//! defaults overrides on top of the CONTRACT §3 table. `signalbus config default` prints the
+//! but `--config`, `[limits]` the per-identity and per-process limits, `[auth]` JWT bearer
+//! tokens, `[types.Name]` per-type defaults overrides on top of the CONTRACT §3 table. `signalbus config default` prints the
 //! whole file, commented (`config.default.toml`); unknown keys are errors.
 //!
 //! Precedence: a flag or its `SIGNALBUS_*` variable, then the file, then the flag's default —
 //! `resolve` asks clap where each value came from and lets the file fill only defaults.
 //!
 //! Deliberately only loads and validates; `bus::catalog` owns the table, the gateway the rate
-//! limiter and the listener, `serve.rs` what the values do.
+//! limiter, the listener and the JWT verifier, `serve.rs` what the values do.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use bus::catalog::{TypeDefaults, TypeTable};
 use clap::parser::ValueSource;
 use clap::ArgMatches;
+use gateway::jwt::{JwtSettings, JwtVerifier};
 use serde::Deserialize;
 
 use crate::cli::{LogFormat, ServerArgs};
@@ -35,6 +37,54 @@ struct ConfigFile {
     limits: Limits,
     #[serde(default)]
     directives: Directives,
+    #[serde(default)]
+    auth: Auth,
+}
+
+/// `[auth]`: JWT bearer tokens (CONTRACT §17, `docs/jwt.md`). No key set: no JWT is accepted.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Auth {
+    jwt_hs256_secret: Option<String>,
+    jwt_jwks_file: Option<PathBuf>,
+    jwt_leeway_seconds: Option<u64>,
+    jwt_issuer: Option<String>,
+    jwt_audience: Option<String>,
+}
+
+// The secret must never reach a log line.
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("jwt_hs256_secret", &self.jwt_hs256_secret.as_ref().map(|_| "<redacted>"))
+            .field("jwt_jwks_file", &self.jwt_jwks_file)
+            .field("jwt_leeway_seconds", &self.jwt_leeway_seconds)
+            .field("jwt_issuer", &self.jwt_issuer)
+            .field("jwt_audience", &self.jwt_audience)
+            .finish()
+    }
+}
+
+impl Auth {
+    /// The verifier's settings, or `None` when no `jwt_*` key is set.
+    fn jwt(self) -> Option<JwtSettings> {
+        let Auth { jwt_hs256_secret, jwt_jwks_file, jwt_leeway_seconds, jwt_issuer, jwt_audience } = self;
+        if jwt_hs256_secret.is_none()
+            && jwt_jwks_file.is_none()
+            && jwt_leeway_seconds.is_none()
+            && jwt_issuer.is_none()
+            && jwt_audience.is_none()
+        {
+            return None;
+        }
+        Some(JwtSettings {
+            hs256_secret: jwt_hs256_secret,
+            jwks_file: jwt_jwks_file,
+            leeway: jwt_leeway_seconds.map_or(gateway::jwt::DEFAULT_LEEWAY, Duration::from_secs),
+            issuer: jwt_issuer,
+            audience: jwt_audience,
+        })
+    }
 }
 
 /// `[directives]`: the default deadline, and `[directives.issuers]` (type pattern → who may
@@ -118,6 +168,21 @@ pub struct Config {
     pub directive_default_deadline: Duration,
     /// `[limits] max_fanout`.
     pub max_fanout: usize,
+    /// `[auth]`: the JWT settings, `None` when no `jwt_*` key is set. `jwt_verifier` builds the
+    /// verifier (reading the JWKS file), in the roles that serve the gateway only.
+    pub jwt: Option<JwtSettings>,
+    /// The config file as named in errors (empty without one).
+    shown: String,
+}
+
+impl Config {
+    /// The `[auth]` JWT verifier, its JWKS file read now: a bad one is an error naming the file.
+    pub fn jwt_verifier(&self) -> anyhow::Result<Option<Arc<JwtVerifier>>> {
+        let Some(settings) = &self.jwt else { return Ok(None) };
+        let verifier =
+            JwtVerifier::new(settings.clone()).with_context(|| format!("invalid config {}: [auth]", self.shown))?;
+        Ok(Some(Arc::new(verifier)))
+    }
 }
 
 /// The server flags with the config file (`args.config`) filling what no flag or variable set,
@@ -166,7 +231,7 @@ pub fn resolve(mut args: ServerArgs, matches: &ArgMatches) -> anyhow::Result<(Se
         args.tls_cert.is_some() == args.tls_key.is_some(),
         "TLS needs both a certificate and its key (--tls-cert and --tls-key, or tls_cert and tls_key)"
     );
-    let config = build(file.types, file.limits, file.directives, &shown)?;
+    let config = build(file.types, file.limits, file.directives, file.auth, &shown)?;
     Ok((args, config))
 }
 
@@ -196,7 +261,8 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         s.nats_url.is_some() == s.database_url.is_some(),
         "invalid config {shown}: server.nats_url and server.database_url go together (or neither, embedded)"
     );
-    build(file.types, file.limits, file.directives, &shown)?;
+    // The JWT verifier too, so a JWKS file that would fail the start fails the check.
+    build(file.types, file.limits, file.directives, file.auth, &shown)?.jwt_verifier()?;
     Ok(())
 }
 
@@ -206,17 +272,19 @@ fn read(path: Option<&Path>) -> anyhow::Result<ConfigFile> {
     toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))
 }
 
-/// Only the `[types]` and `[limits]` of a file (or the defaults without one).
+/// Only the `[types]`, `[limits]`, `[directives]` and `[auth]` of a file (or the defaults without one).
 #[cfg(test)]
 pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
     let file = read(path)?;
-    build(file.types, file.limits, file.directives, &path.map(|p| p.display().to_string()).unwrap_or_default())
+    let shown = path.map(|p| p.display().to_string()).unwrap_or_default();
+    build(file.types, file.limits, file.directives, file.auth, &shown)
 }
 
 fn build(
     types: BTreeMap<String, TypeDefaults>,
     limits: Limits,
     directives: Directives,
+    auth: Auth,
     shown: &str,
 ) -> anyhow::Result<Config> {
     let file = ConfigFile { types, limits, directives, ..Default::default() };
@@ -270,7 +338,17 @@ fn build(
             d
         }
     };
-    Ok(Config { types, send_rate, fact_rate, connections, directive_issuers, directive_default_deadline, max_fanout })
+    Ok(Config {
+        types,
+        send_rate,
+        fact_rate,
+        connections,
+        directive_issuers,
+        directive_default_deadline,
+        max_fanout,
+        jwt: auth.jwt(),
+        shown: shown.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -334,6 +412,88 @@ mod tests {
         check(&p).unwrap();
         std::fs::write(&p, "[server]\nlisten_on = \"x\"\n").unwrap();
         assert!(format!("{:#}", check(&p).unwrap_err()).contains("listen_on"));
+    }
+
+    /// The RSA public key of RFC 7517, appendix A.1: a JWKS the verifier can load.
+    const JWKS: &str = r#"{"keys":[{"kty":"RSA","alg":"RS256","use":"sig","kid":"2011-04-29","e":"AQAB",
+        "n":"0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw"}]}"#;
+
+    #[test]
+    fn given_no_auth_keys_when_loaded_then_no_jwt_is_accepted() {
+        assert!(load(None).unwrap().jwt_verifier().unwrap().is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(
+            &p, "[auth]
+",
+        )
+        .unwrap();
+        let c = load(Some(&p)).unwrap();
+        assert!(c.jwt.is_none() && c.jwt_verifier().unwrap().is_none());
+    }
+
+    #[test]
+    fn given_an_auth_section_when_loaded_then_its_jwt_settings_build_a_verifier() {
+        let dir = tempfile::tempdir().unwrap();
+        let jwks = dir.path().join("jwks.json");
+        std::fs::write(&jwks, JWKS).unwrap();
+        let p = dir.path().join("c.toml");
+        let secret = "x".repeat(32);
+        std::fs::write(&p, format!("[auth]\njwt_hs256_secret = \"{secret}\"\n")).unwrap();
+        let settings = load(Some(&p)).unwrap().jwt.unwrap();
+        assert_eq!(settings.hs256_secret.as_deref(), Some(secret.as_str()));
+        assert_eq!(settings.leeway, Duration::from_secs(60), "the default leeway");
+        assert_eq!((settings.jwks_file, settings.issuer, settings.audience), (None, None, None));
+        assert!(load(Some(&p)).unwrap().jwt_verifier().unwrap().is_some());
+        check(&p).unwrap();
+
+        let text = format!(
+            "[auth]\njwt_jwks_file = {:?}\njwt_leeway_seconds = 5\njwt_issuer = \"https://idp\"\njwt_audience = \"sb\"\n",
+            jwks.to_str().unwrap()
+        );
+        std::fs::write(&p, text).unwrap();
+        let c = load(Some(&p)).unwrap();
+        let settings = c.jwt.as_ref().unwrap();
+        assert_eq!(settings.jwks_file.as_deref(), Some(jwks.as_path()));
+        assert_eq!(settings.leeway, Duration::from_secs(5));
+        assert_eq!((settings.issuer.as_deref(), settings.audience.as_deref()), (Some("https://idp"), Some("sb")));
+        let verifier = c.jwt_verifier().unwrap().unwrap();
+        assert_eq!(verifier.reload().unwrap(), 1);
+        check(&p).unwrap();
+        assert!(!format!("{c:?}").contains("xxxxxxxx"), "the secret never shows in Debug");
+    }
+
+    #[test]
+    fn given_bad_auth_settings_when_checked_then_each_fails_with_a_clear_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        let fails = |text: String| -> String {
+            std::fs::write(&p, text).unwrap();
+            format!("{:#}", check(&p).unwrap_err())
+        };
+        let e = fails("[auth]\njwt_hs256_secret = \"too short\"\n".into());
+        assert!(e.contains("jwt_hs256_secret must be at least 32 bytes"), "{e}");
+        let e = fails("[auth]\njwt_issuer = \"https://idp\"\n".into());
+        assert!(e.contains("jwt needs jwt_hs256_secret or jwt_jwks_file"), "{e}");
+        let missing = dir.path().join("absent.json");
+        let e = fails(format!("[auth]\njwt_jwks_file = {:?}\n", missing.to_str().unwrap()));
+        assert!(e.contains("cannot read the jwks file") && e.contains("absent.json"), "{e}");
+        assert!(e.starts_with(&format!("invalid config {}: [auth]", p.display())), "{e}");
+        let jwks = dir.path().join("jwks.json");
+        std::fs::write(&jwks, "{\"keys\": [").unwrap();
+        let e = fails(format!("[auth]\njwt_jwks_file = {:?}\n", jwks.to_str().unwrap()));
+        assert!(e.contains("is not a valid JWK set"), "{e}");
+        std::fs::write(&jwks, r#"{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}"#).unwrap();
+        let e = fails(format!("[auth]\njwt_jwks_file = {:?}\n", jwks.to_str().unwrap()));
+        assert!(e.contains("no usable RS256 or ES256 signing key"), "{e}");
+        let e = fails(format!("[auth]\njwt_hs256_secret = \"{}\"\njwt_leeway_seconds = 7200\n", "x".repeat(32)));
+        assert!(e.contains("jwt_leeway_seconds must be at most 3600 seconds"), "{e}");
+        let e = fails("[auth]\njwt_secret = \"x\"\n".into());
+        assert!(e.contains("jwt_secret"), "an unknown key is named: {e}");
+        // Loading alone does not read the JWKS file: only the roles that serve the gateway do.
+        std::fs::write(&p, format!("[auth]\njwt_jwks_file = {:?}\n", missing.to_str().unwrap())).unwrap();
+        let c = load(Some(&p)).unwrap();
+        assert!(c.jwt.is_some() && c.jwt_verifier().is_err());
     }
 
     fn sample(key: &str) -> &'static str {

@@ -1,6 +1,7 @@
 //! Wires the roles together: opens the event log and the read models for the chosen mode,
 //! then runs the gateway, projector and sweeper a command asked for until SIGTERM or SIGINT,
-//! and stops them in order (gateway first, while the stream is open).
+//! and stops them in order (gateway first, while the stream is open). A gateway with `[auth]`
+//! JWT settings re-reads its JWKS file on SIGHUP.
 //!
 //! Deliberately holds no logic of its own: every behaviour lives in a library crate.
 
@@ -92,6 +93,18 @@ pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)
     if tls.is_some() && matches!(roles, Roles::Projector | Roles::Sweeper) {
         tracing::warn!("--tls-cert/--tls-key apply to the gateway's listener; this role serves plain HTTP");
     }
+    // The JWKS file too: one that cannot be read or holds no usable key stops the process at
+    // once. Only the roles that serve the gateway check JWTs.
+    let jwt = if matches!(roles, Roles::All | Roles::Gateway) { config_file.jwt_verifier()? } else { None };
+    if let Some(verifier) = &jwt {
+        let settings = config_file.jwt.as_ref();
+        info!(
+            hs256 = settings.is_some_and(|s| s.hs256_secret.is_some()),
+            jwks_file = ?verifier.jwks_file(),
+            "jwt bearer tokens accepted"
+        );
+        reload_jwks_on_sighup(verifier.clone());
+    }
     let types = config_file.types.clone();
     telemetry::init_series(
         matches!(roles, Roles::All | Roles::Gateway),
@@ -180,6 +193,7 @@ pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)
             directive_default_deadline: config_file.directive_default_deadline,
             max_fanout: config_file.max_fanout,
             retention: Some(args.retention),
+            jwt,
             ..Default::default()
         };
         let gw = gateway::Gateway::start(log.clone(), queries.clone(), config).await.context("gateway start")?;
@@ -249,6 +263,35 @@ async fn stop_on_signal(stop: CancellationToken) {
     };
     info!(signal = name, "stopping: no new work, closing sessions");
     stop.cancel();
+}
+
+/// Re-reads the JWT verifier's JWKS file on every SIGHUP (key rotation at the identity
+/// provider); a failed reload keeps the keys already loaded. The handler is in place when this
+/// returns, so a SIGHUP never falls to the default action (exit) once the gateway serves.
+fn reload_jwks_on_sighup(verifier: Arc<gateway::jwt::JwtVerifier>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::error!("cannot listen for SIGHUP; the jwks file is read only at start");
+        return;
+    };
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let file = verifier.jwks_file().map(|p| p.display().to_string());
+            match verifier.reload() {
+                Ok(keys) if file.is_some() => info!(signal = "SIGHUP", keys, file, "jwks reloaded"),
+                Ok(_) => info!(signal = "SIGHUP", "no jwks file to reload"),
+                Err(e) => {
+                    let error = format!("{:#}", anyhow::Error::new(e));
+                    tracing::warn!(
+                        signal = "SIGHUP",
+                        file,
+                        error,
+                        "jwks reload failed, keeping the keys already loaded"
+                    );
+                }
+            }
+        }
+    });
 }
 
 /// Binds `addr` and serves `router` (just `/metrics`) on it until `cancel`. Not one of the roles:

@@ -38,7 +38,9 @@ impl Fold for AdminTokenState {
 pub fn decide(state: AdminTokenState, command: &AdminTokenCommand) -> DomainResult<EventBody> {
     match (state, command) {
         (AdminTokenState::Absent, AdminTokenCommand::Issue(t)) => Ok(EventBody::AdminTokenIssued(t.clone())),
-        (_, AdminTokenCommand::Issue(t)) => Err(DomainError::Invalid(format!("token {} was issued already", t.token_id))),
+        (_, AdminTokenCommand::Issue(t)) => {
+            Err(DomainError::Invalid(format!("token {} was issued already", t.token_id)))
+        }
         (AdminTokenState::Issued, AdminTokenCommand::Revoke { token_id }) => {
             Ok(EventBody::AdminTokenRevoked(AdminTokenRevoked { token_id: *token_id }))
         }

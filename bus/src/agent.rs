@@ -131,7 +131,9 @@ pub fn decide(state: &AgentState, command: &AgentCommand) -> DomainResult<EventB
         AgentCommand::RevokeToken { identity, token_id } if registered => match state.tokens.get(token_id) {
             None => Err(DomainError::UnknownToken(*token_id)),
             Some(true) => Err(DomainError::TokenRevoked(*token_id)),
-            Some(false) => Ok(EventBody::TokenRevoked(TokenRevoked { identity: identity.clone(), token_id: *token_id })),
+            Some(false) => {
+                Ok(EventBody::TokenRevoked(TokenRevoked { identity: identity.clone(), token_id: *token_id }))
+            }
         },
         AgentCommand::RotateToken { identity, .. }
         | AgentCommand::Remove { identity }
@@ -208,7 +210,10 @@ mod tests {
         let (_, registered) = then(&AgentState::default(), register("h1"));
         let (result, issued) = then(&registered, issue(7));
         assert!(matches!(result, Ok(EventBody::TokenIssued(_))));
-        assert_eq!(then(&issued, issue(7)).0.map(|_| ()), Err(DomainError::Invalid("token 00000000-0000-0000-0000-000000000007 was issued already".into())));
+        assert_eq!(
+            then(&issued, issue(7)).0.map(|_| ()),
+            Err(DomainError::Invalid("token 00000000-0000-0000-0000-000000000007 was issued already".into()))
+        );
         let (result, revoked) = then(&issued, revoke(7));
         assert!(matches!(result, Ok(EventBody::TokenRevoked(_))));
         assert_eq!(then(&revoked, revoke(7)).0, Err(DomainError::TokenRevoked(Uuid::from_u128(7))));

@@ -22,7 +22,8 @@ pub enum Scope {
 
 impl Scope {
     /// Every scope, in the contract's order (also the order a set prints in).
-    pub const ALL: [Scope; 6] = [Scope::Send, Scope::Receive, Scope::Recall, Scope::Facts, Scope::Directives, Scope::Read];
+    pub const ALL: [Scope; 6] =
+        [Scope::Send, Scope::Receive, Scope::Recall, Scope::Facts, Scope::Directives, Scope::Read];
 
     pub fn as_str(self) -> &'static str {
         match self {

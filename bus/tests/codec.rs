@@ -152,6 +152,21 @@ fn samples() -> Vec<Event> {
             deliver_at: at + chrono::Duration::hours(1),
             expires_at: at + chrono::Duration::hours(25),
         }),
+        EventBody::TokenIssued(TokenIssued {
+            identity: "alice".into(),
+            token_id: Uuid::from_u128(0x4444),
+            token_hash: "ef".repeat(32),
+            scopes: bus::scope::ScopeSet::parse(["send", "read"]).unwrap(),
+            expires_at: Some(at + chrono::Duration::hours(1)),
+            label: Some("ci".into()),
+        }),
+        EventBody::TokenRevoked(TokenRevoked { identity: "alice".into(), token_id: Uuid::from_u128(0x4444) }),
+        EventBody::AdminTokenIssued(AdminTokenIssued {
+            token_id: Uuid::from_u128(0x5555),
+            token_hash: "12".repeat(32),
+            label: Some("acme ops".into()),
+        }),
+        EventBody::AdminTokenRevoked(AdminTokenRevoked { token_id: Uuid::from_u128(0x5555) }),
     ];
     bodies
         .into_iter()

@@ -178,7 +178,8 @@ impl Inner {
                 if self.agents.contains_key(&key) {
                     return;
                 }
-                self.by_hash.insert(r.token_hash.clone(), agent_credential(tenant, &r.identity, None, ScopeSet::all(), None));
+                self.by_hash
+                    .insert(r.token_hash.clone(), agent_credential(tenant, &r.identity, None, ScopeSet::all(), None));
                 let entry = AgentEntry {
                     kind: r.kind,
                     token_hash: r.token_hash.clone(),
@@ -192,7 +193,8 @@ impl Inner {
                 let Some(entry) = self.agents.get_mut(&key) else { return };
                 let old = std::mem::replace(&mut entry.token_hash, r.token_hash.clone());
                 self.retire(&old);
-                self.by_hash.insert(r.token_hash.clone(), agent_credential(tenant, &r.identity, None, ScopeSet::all(), None));
+                self.by_hash
+                    .insert(r.token_hash.clone(), agent_credential(tenant, &r.identity, None, ScopeSet::all(), None));
             }
             EventBody::AgentRemoved(r) => {
                 if let Some(entry) = self.agents.remove(&(tenant.clone(), r.identity.clone())) {
@@ -229,8 +231,10 @@ impl Inner {
                     issued_at: event.occurred_at,
                 };
                 self.admin_tokens.insert(t.token_id, entry);
-                self.by_hash
-                    .insert(t.token_hash.clone(), Credential::TenantAdmin { tenant: tenant.clone(), token_id: t.token_id });
+                self.by_hash.insert(
+                    t.token_hash.clone(),
+                    Credential::TenantAdmin { tenant: tenant.clone(), token_id: t.token_id },
+                );
             }
             EventBody::AdminTokenRevoked(t) => {
                 if let Some(entry) = self.admin_tokens.remove(&t.token_id) {

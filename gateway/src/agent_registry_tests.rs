@@ -2,7 +2,9 @@
 //! and the order-safety that lets a writer apply its event before the tail replays older ones.
 
 use super::*;
-use bus::event::{AdminTokenIssued, AdminTokenRevoked, AgentRegistered, AgentRemoved, TokenIssued, TokenRevoked, TokenRotated};
+use bus::event::{
+    AdminTokenIssued, AdminTokenRevoked, AgentRegistered, AgentRemoved, TokenIssued, TokenRevoked, TokenRotated,
+};
 use bus::scope::Scope;
 
 fn ev(tenant: &str, body: EventBody) -> Event {
@@ -82,7 +84,8 @@ fn issued_tokens_carry_their_scopes_survive_rotation_and_die_with_revocation_or_
     }
     r.apply(4, &ev("t", EventBody::TokenRotated(TokenRotated { identity: "bob".into(), token_hash: "h2".into() })));
     assert!(r.credential("x7").is_some(), "a rotation replaces only the registration token");
-    let revoke = ev("t", EventBody::TokenRevoked(TokenRevoked { identity: "bob".into(), token_id: Uuid::from_u128(7) }));
+    let revoke =
+        ev("t", EventBody::TokenRevoked(TokenRevoked { identity: "bob".into(), token_id: Uuid::from_u128(7) }));
     r.apply(5, &revoke);
     r.apply(2, &issued("bob", 7, "x7")); // the tail replaying the issue changes nothing
     assert!(r.credential("x7").is_none() && r.is_retired("x7"));
@@ -95,8 +98,10 @@ fn issued_tokens_carry_their_scopes_survive_rotation_and_die_with_revocation_or_
 fn tenant_admin_tokens_are_listed_per_tenant_and_a_revocation_is_not_undone() {
     let r = AgentRegistry::default();
     let id = Uuid::from_u128(1);
-    let issue =
-        ev("acme", EventBody::AdminTokenIssued(AdminTokenIssued { token_id: id, token_hash: "a1".into(), label: None }));
+    let issue = ev(
+        "acme",
+        EventBody::AdminTokenIssued(AdminTokenIssued { token_id: id, token_hash: "a1".into(), label: None }),
+    );
     r.apply(10, &issue);
     assert_eq!(r.credential("a1"), Some(Credential::TenantAdmin { tenant: "acme".into(), token_id: id }));
     assert_eq!(r.lookup("a1"), None, "an admin token is nobody's agent token");

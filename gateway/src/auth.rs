@@ -17,8 +17,8 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::agent::{Agent, TokenKind};
-use crate::close::CloseReason;
 use crate::agent_registry::{AgentRegistry, Credential};
+use crate::close::CloseReason;
 use crate::error::ApiError;
 use crate::metrics::{self, AuthFailure};
 
@@ -203,9 +203,7 @@ impl AdminAuth {
             (AdminRole::Tenant(own), Some(t)) if t == own => own.clone(),
             (AdminRole::Tenant(own), Some(t)) => {
                 metrics::auth_failure(AuthFailure::Tenant);
-                return Err(ApiError::Forbidden(format!(
-                    "this admin token is for tenant {own:?} only, not {t:?}"
-                )));
+                return Err(ApiError::Forbidden(format!("this admin token is for tenant {own:?} only, not {t:?}")));
             }
         };
         bus::names::validate_tenant(&tenant)?;

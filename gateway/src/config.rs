@@ -71,6 +71,9 @@ pub struct GatewayConfig {
     /// How long the stream keeps events (`--retention`): a scheduled signal whose `deliver_at +
     /// ttl` lies further out is refused (CONTRACT §16). `None` checks no bound.
     pub retention: Option<Duration>,
+    /// JWT bearer tokens (`[auth]`, CONTRACT §17): checks their signature and claims; the
+    /// binary calls its `reload` on SIGHUP. `None` accepts no JWT, only `sb_` tokens.
+    pub jwt: Option<Arc<crate::jwt::JwtVerifier>>,
 }
 
 impl Default for GatewayConfig {
@@ -100,6 +103,7 @@ impl Default for GatewayConfig {
             directive_default_deadline: Duration::from_secs(bus::directive::DEFAULT_DEADLINE_SECONDS),
             max_fanout: bus::group::DEFAULT_MAX_FANOUT,
             retention: Some(Duration::from_secs(30 * 24 * 3600)),
+            jwt: None,
         }
     }
 }
@@ -136,6 +140,7 @@ impl std::fmt::Debug for GatewayConfig {
             .field("directive_default_deadline", &self.directive_default_deadline)
             .field("max_fanout", &self.max_fanout)
             .field("retention", &self.retention)
+            .field("jwt", &self.jwt)
             .finish_non_exhaustive()
     }
 }

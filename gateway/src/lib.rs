@@ -37,7 +37,8 @@
 //!   place that builds `session.*` events), `heartbeats` (the piggyback throttle), `reaper`
 //!   (silent and orphaned sessions, one winner by compare-and-set).
 //! - Leaves: `auth` (bearer tokens, `Authenticator`, the extractors), `agent` (`Agent`),
-//!   `agent_registry` (`AgentRegistry`: token hashes, rosters), `wire` (JSON shapes in and out;
+//!   `agent_registry` (`AgentRegistry`: token hashes, rosters), `jwt` (`JwtVerifier`: JWT bearer
+//!   signatures and claims, no registry), `wire` (JSON shapes in and out;
 //!   `wire::requests` is the one send and ack-id parser), `listener` (accepting and serving
 //!   connections under a cap, with header and idle deadlines, TLS, `ConnLimits`), `config`
 //!   (`GatewayConfig`), `metrics` (the CONTRACT §11 series), `close` (`CloseReason`), `applied`
@@ -72,8 +73,8 @@ mod ratelimit;
 mod reads;
 mod registration;
 mod removal;
-mod send;
 pub mod scopes;
+mod send;
 mod sessions;
 mod state;
 mod tokens;

@@ -102,8 +102,11 @@ impl Gateway {
             heartbeat_interval: config.heartbeat_interval(),
         };
         let registry: Arc<AgentRegistry> = Arc::default();
-        let authenticator =
-            Authenticator { admin_token: config.admin_token.as_str().into(), registry: registry.clone(), jwt: None };
+        let authenticator = Authenticator {
+            admin_token: config.admin_token.as_str().into(),
+            registry: registry.clone(),
+            jwt: config.jwt.clone(),
+        };
         let inner = Inner {
             limiter: Arc::new(SendLimiter::new(config.send_rate)),
             fact_limiter: Arc::new(SendLimiter::for_facts(config.fact_rate)),

@@ -19,7 +19,7 @@ pub enum Kind {
 }
 
 /// Every series a dashboard may reference: CONTRACT §11, the series of §14 (directives) and §15
-/// (fan-out), plus `signalbus_sweeper_expiry_lag_seconds` (the sweeper's on-time histogram).
+/// (fan-out), §17 (auth failures), plus `signalbus_sweeper_expiry_lag_seconds` (the sweeper's on-time histogram).
 pub const ALLOWED_SERIES: &[(&str, Kind, &[&str])] = &[
     (
         "signalbus_signals_sent_total",
@@ -44,6 +44,7 @@ pub const ALLOWED_SERIES: &[(&str, Kind, &[&str])] = &[
     ("signalbus_directives_finished_total", Kind::Counter, &["directive_type", "outcome"]),
     ("signalbus_directive_duration_seconds", Kind::Histogram, &["directive_type", "outcome"]),
     ("signalbus_fanouts_total", Kind::Counter, &["signal_type"]),
+    ("signalbus_auth_failures_total", Kind::Counter, &["reason"]),
 ];
 
 /// Labels Prometheus attaches to every scraped series.

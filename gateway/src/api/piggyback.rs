@@ -37,14 +37,14 @@ async fn session_of(
 ) -> Result<(Agent, Uuid), ApiError> {
     let agent = match principal {
         Some(Principal::Agent(a)) => a.clone(),
-        Some(Principal::Admin(_)) => {
-            return Err(ApiError::Forbidden("piggyback sessions need an agent token".into()))
-        }
+        Some(Principal::Admin(_)) => return Err(ApiError::Forbidden("piggyback sessions need an agent token".into())),
         None => {
             let token = bearer(headers).ok_or_else(|| ApiError::Unauthorized("missing bearer token".into()))?;
             match gw.authenticator().authenticate(token)? {
                 Principal::Agent(a) => a,
-                Principal::Admin(_) => return Err(ApiError::Forbidden("piggyback sessions need an agent token".into())),
+                Principal::Admin(_) => {
+                    return Err(ApiError::Forbidden("piggyback sessions need an agent token".into()))
+                }
             }
         }
     };

@@ -95,6 +95,32 @@ async fn rotation_on_one_node_closes_sessions_on_the_other() {
     assert_eq!(s, 200);
 }
 
+/// CONTRACT §17: a token revoked through one gateway is refused by the other within 1 s, and
+/// its session there closes with 1008; the agent's other tokens keep working.
+#[tokio::test]
+async fn a_token_revoked_on_one_node_is_refused_by_the_other_within_a_second() {
+    let c = Cluster::start().await;
+    let registration = c.a.register("alice").await;
+    let (s, issued) = c.a.call("POST", Some(ADMIN), "/v1/agents/alice/tokens", Some(json!({"scopes": ["read"]}))).await;
+    assert_eq!(s, 201, "{issued}");
+    let token = issued["token"].as_str().unwrap().to_string();
+    c.settle().await;
+    assert_eq!(c.b.call("GET", Some(&token), "/v1/agents", None).await.0, 200);
+    let mut ws = c.b.connect(&token).await;
+    let path = format!("/v1/agents/alice/tokens/{}", issued["token_id"].as_str().unwrap());
+    let revoked_at = std::time::Instant::now();
+    assert_eq!(c.a.call("DELETE", Some(ADMIN), &path, None).await.0, 200);
+    let refused = crate::support::eventually(Duration::from_secs(1), || async {
+        c.b.call("GET", Some(&token), "/v1/agents", None).await.0 == 401
+    })
+    .await;
+    let took = revoked_at.elapsed();
+    assert!(refused, "node b still took the revoked token after {took:?}");
+    eprintln!("revoked token refused by the other node {took:?} after the revocation was answered");
+    assert_eq!(ws.closed_code(WAIT).await, Some(1008));
+    assert_eq!(c.b.call("GET", Some(&registration), "/v1/agents", None).await.0, 200);
+}
+
 #[tokio::test]
 async fn removal_on_one_node_closes_sessions_on_the_other_and_re_registration_wins_once() {
     let c = Cluster::start().await;

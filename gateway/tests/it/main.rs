@@ -18,6 +18,7 @@ mod frames;
 mod groups;
 mod identity;
 mod inbox;
+mod jwt;
 mod mcp;
 mod openapi;
 mod paths;

@@ -60,8 +60,14 @@ async fn every_route_op_and_tool_is_held_to_the_scope_table() {
             ("recall", json!({"op": "recall", "signal_id": "6f1c1a9e-59b5-4a55-9c0e-3a4f3d1c0b11"})),
             ("ack", json!({"op": "ack", "signal_ids": ["6f1c1a9e-59b5-4a55-9c0e-3a4f3d1c0b11"]})),
             ("fact", json!({"op": "fact", "plugin": "alice", "fact_type": "x", "state": {}})),
-            ("directive get", json!({"op": "directive", "action": "get", "directive_id": "6f1c1a9e-59b5-4a55-9c0e-3a4f3d1c0b11"})),
-            ("directive start|progress|complete|fail|reject|cancel", json!({"op": "directive", "action": "start", "directive_id": "6f1c1a9e-59b5-4a55-9c0e-3a4f3d1c0b11"})),
+            (
+                "directive get",
+                json!({"op": "directive", "action": "get", "directive_id": "6f1c1a9e-59b5-4a55-9c0e-3a4f3d1c0b11"}),
+            ),
+            (
+                "directive start|progress|complete|fail|reject|cancel",
+                json!({"op": "directive", "action": "start", "directive_id": "6f1c1a9e-59b5-4a55-9c0e-3a4f3d1c0b11"}),
+            ),
         ];
         for (name, frame) in ops {
             let r = ws.request(frame).await;
@@ -187,7 +193,8 @@ async fn a_session_without_receive_is_never_pushed_to_and_makes_nobody_available
 #[tokio::test]
 async fn a_tenant_admin_manages_its_tenant_only() {
     let bus = Bus::start().await;
-    let (s, v) = bus.call("POST", Some(ADMIN), "/v1/admin/tokens", Some(json!({"tenant": "acme", "label": "ops"}))).await;
+    let (s, v) =
+        bus.call("POST", Some(ADMIN), "/v1/admin/tokens", Some(json!({"tenant": "acme", "label": "ops"}))).await;
     assert_eq!(s, 201, "{v}");
     let acme = v["token"].as_str().unwrap().to_string();
     let id = v["token_id"].as_str().unwrap().to_string();

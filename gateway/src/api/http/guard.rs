@@ -15,7 +15,12 @@ use crate::error::ApiError;
 use crate::scopes::{self, Need};
 use crate::state::Gateway;
 
-pub async fn middleware(State(gw): State<Gateway>, matched: Option<MatchedPath>, mut req: Request, next: Next) -> Response {
+pub async fn middleware(
+    State(gw): State<Gateway>,
+    matched: Option<MatchedPath>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     match admit(&gw, matched.as_ref().map(MatchedPath::as_str), &req) {
         Ok(principal) => {
             req.extensions_mut().insert(principal);

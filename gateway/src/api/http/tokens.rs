@@ -195,7 +195,8 @@ pub async fn revoke_admin(
 ) -> Result<Json<Value>, ApiError> {
     admin.global()?;
     let Path(text) = path.map_err(|_| ApiError::invalid("the path parameter could not be read"))?;
-    let token_id = crate::wire::canonical_uuid(&text).ok_or_else(|| ApiError::NotFound(format!("no token {text:?}")))?;
+    let token_id =
+        crate::wire::canonical_uuid(&text).ok_or_else(|| ApiError::NotFound(format!("no token {text:?}")))?;
     tokens::revoke_admin(&gw, token_id).await?;
     Ok(Json(json!({ "token_id": token_id, "revoked": true })))
 }

@@ -229,10 +229,8 @@ pub fn tools() -> Vec<Tool> {
 fn with_scope(mut tool: Tool) -> Tool {
     let need = crate::scopes::need_tool(&tool.name);
     if let (crate::scopes::Need::Scope(scope), Some(d)) = (need, tool.description.as_mut()) {
-        *d = format!(
-            "{d} Needs the token scope `{scope}`; a token without it is answered with the error forbidden."
-        )
-        .into();
+        *d = format!("{d} Needs the token scope `{scope}`; a token without it is answered with the error forbidden.")
+            .into();
     }
     tool
 }
