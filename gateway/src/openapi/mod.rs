@@ -225,6 +225,8 @@ fn declare_rules(doc: &mut Value) {
             json!({"type": ["string", "null"], "maxLength": 1000, "pattern": rules::NO_NUL});
     }
     schemas["ForceExpireBody"] = rules::force_expire_body();
+    schemas["IssueTokenBody"] = rules::issue_token_body();
+    schemas["NewAdminTokenBody"] = rules::new_admin_token_body();
     let register = &mut schemas["RegisterRequest"]["properties"];
     register["identity"] = json!({"type": "string", "pattern": rules::IDENTITY,
         "not": {"pattern": "^[sS][iI][gG][nN][aA][lL][bB][uU][sS]$"},

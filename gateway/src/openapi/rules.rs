@@ -82,6 +82,37 @@ pub fn force_expire_body() -> Value {
     })
 }
 
+/// A token label (`tokens::check_label`): at most 128 characters, no control characters.
+fn label() -> Value {
+    json!({"type": ["string", "null"], "maxLength": crate::tokens::MAX_LABEL_CHARS, "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]*$"})
+}
+
+/// `POST /v1/agents/{identity}/tokens`'s body (`api/http/tokens`): every field optional.
+pub fn issue_token_body() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "scopes": {"type": ["array", "null"], "minItems": 1,
+                "items": {"type": "string", "enum": bus::scope::ScopeSet::all().names()},
+                "description": "omitted or null: every scope"},
+            "expires_in_seconds": {"type": ["integer", "null"], "minimum": 1,
+                "maximum": crate::tokens::MAX_EXPIRES_IN_SECONDS, "description": "omitted or null: no expiry"},
+            "label": label(),
+        }
+    })
+}
+
+/// `POST /v1/admin/tokens`'s body.
+pub fn new_admin_token_body() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["tenant"],
+        "properties": {"tenant": {"type": "string", "pattern": TENANT}, "label": label()}
+    })
+}
+
 /// Any JSON value whose strings and keys hold no U+0000: a send's `payload`, a fact's `state`.
 pub fn nul_free_json() -> Value {
     let me = json!({"$ref": "#/components/schemas/NulFreeJson"});

@@ -7,6 +7,7 @@
 //! for the extractors, so a token is hashed and looked up once per call.
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -26,8 +27,26 @@ pub async fn middleware(
             req.extensions_mut().insert(principal);
             next.run(req).await
         }
-        Err(e) => e.into_response(),
+        Err(e) => refuse(req, e).await,
     }
+}
+
+/// Most of a refused call's body read before answering, so the connection stays usable.
+const DRAIN_BYTES: usize = 64 * 1024;
+
+/// Answers a refused call. Its body is read first (up to `DRAIN_BYTES`, for at most a second):
+/// a client that is still writing it when the answer goes out would otherwise see its
+/// keep-alive connection dropped under its next call. A larger or slower body gets
+/// `Connection: close` instead.
+async fn refuse(req: Request, e: ApiError) -> Response {
+    let drained =
+        tokio::time::timeout(std::time::Duration::from_secs(1), axum::body::to_bytes(req.into_body(), DRAIN_BYTES))
+            .await;
+    let mut response = e.into_response();
+    if !matches!(drained, Ok(Ok(_))) {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 fn admit(gw: &Gateway, path: Option<&str>, req: &Request) -> Result<Principal, ApiError> {
