@@ -2,7 +2,7 @@
 //! starts its own bus in this process (private nats-server + fresh PostgreSQL database, or
 //! embedded with `--embedded`) or targets `--url`, drives one workload and prints one JSON line
 //! of results followed by a short human summary. Scenarios: throughput, latency, connections,
-//! memory, sweeper, rebuild, peer, directives, fanout (see `docs/performance.md`).
+//! memory, sweeper, rebuild, peer, directives, fanout, failover (see `docs/performance.md`).
 //!
 //! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
 //! never asserted, because a shared machine makes timed assertions flaky.
@@ -67,10 +67,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "peer" => scenario::peer::run(&args).await?,
         "directives" => scenario::directives::run(&args).await?,
         "fanout" => scenario::fanout::run(&args).await?,
+        "failover" => scenario::failover::run(&args).await?,
         other => {
             bail!(
                 "unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild, peer, \
-                 directives or fanout"
+                 directives, fanout or failover"
             )
         }
     };
@@ -100,6 +101,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "workers": args.workers,
         "fanout_senders": args.fanout_senders,
         "group_sizes": args.group_sizes,
+        "kills": args.kills,
     });
     report::print(&args.scenario, params, report::machine(load_before), &outcome);
     Ok(())
