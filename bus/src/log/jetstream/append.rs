@@ -116,8 +116,11 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
                 return Ok(a);
             }
             Attempt::Conflict(found) if unanswered > 0 => {
-                // Our own earlier copy may be what the condition failed against.
-                let on_subject = log.read_subject(&subject).await?;
+                // Our own earlier copy may be what the condition failed against; one we cannot
+                // look for may be stored, so "nothing was accepted" would not be the truth.
+                let on_subject = log.read_subject(&subject).await.map_err(|e| {
+                    Error::Indeterminate(format!("cannot look for an earlier copy after a failed condition: {e}"))
+                })?;
                 return match on_subject.iter().find(|s| s.event.event_id == event.event_id) {
                     Some(s) if !matches!(s.event.body, EventBody::Voided(_)) => {
                         debug!(subject = %subject, seq = s.seq, "append resolved: an earlier attempt was stored");
