@@ -60,12 +60,14 @@ impl Drop for Fanout {
 pub(super) struct Source {
     pub js: Context,
     pub client: async_nats::Client,
-    pub stream: String,
+    pub stream: async_nats::jetstream::stream::Stream,
+    /// Every subject of the stream (`Subjects::all`).
+    pub all: String,
 }
 
 impl Source {
     fn tail(&self, from: u64) -> Tail {
-        Tail::new(self.js.clone(), self.client.clone(), self.stream.clone(), from)
+        Tail::new(self.js.clone(), self.client.clone(), self.stream.clone(), self.all.clone(), from)
     }
 }
 

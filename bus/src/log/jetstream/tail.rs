@@ -7,6 +7,12 @@
 //! without the 408 that says so; waiting for that answer stalled the tail until the silence
 //! timeout (4 s of events held back, seen as multi-second push latency).
 //!
+//! A consumer is made in the background. While it is not there (a cluster makes consumers only
+//! through its meta leader, which after a node's death is elected as late as its Raft timeout
+//! allows, often seconds after the stream has a new leader), the tail reads the next events
+//! straight from a replica, one direct get of "the first message at or after `next`" at a time:
+//! in order and without gaps, like the consumer, so pushes and projections go on meanwhile.
+//!
 //! Deliberately does not retry forever with errors: unavailability is waited out (with logs),
 //! only an undecodable event is yielded as an error, once, and then passed.
 
@@ -15,15 +21,29 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, PullConsumer};
+use async_nats::jetstream::message::StreamMessage;
+use async_nats::jetstream::stream::{DirectGetErrorKind, Stream};
 use async_nats::jetstream::{self, Context};
 use async_nats::StatusCode;
 use futures::StreamExt;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::messages::{consumer_from, stored, FETCH_BATCH, TAIL_EXPIRES, TAIL_SILENCE};
 use crate::error::{Error, Result};
 use crate::log::Stored;
+
+/// The longest pause before a failed consumer is made again: short, so a tail resumes within
+/// this of the stream (and the cluster's meta leader) being back after a node died.
+const MAX_PAUSE: Duration = Duration::from_millis(500);
+/// How long a tail waits for a consumer being made before reading directly meanwhile: a
+/// healthy cluster makes one in milliseconds.
+const DIRECT_AFTER: Duration = Duration::from_millis(200);
+/// How long one direct read may take (a replica that does not answer is asked again).
+const DIRECT_WITHIN: Duration = Duration::from_secs(1);
+/// Pause between direct reads that found nothing newer.
+const DIRECT_POLL: Duration = Duration::from_millis(50);
 
 /// A new pull request goes out once the newest is this old, well before it expires.
 const RENEW_AFTER: Duration = Duration::from_millis(TAIL_EXPIRES.as_millis() as u64 / 2);
@@ -33,6 +53,13 @@ pub(super) struct Tail {
     js: Context,
     client: async_nats::Client,
     stream: String,
+    /// The stream's handle and its subjects, for direct reads.
+    direct: Stream,
+    all: String,
+    /// A consumer being made, and the connection's connect count when it was asked for.
+    creating: Option<(JoinHandle<Result<PullConsumer>>, u64)>,
+    /// No new consumer is asked for before this (after one could not be made).
+    create_after: Instant,
     /// The sequence the next yielded event must have at least.
     next: u64,
     consumer: Option<PullConsumer>,
@@ -50,13 +77,25 @@ pub(super) struct Tail {
     backoff: Duration,
 }
 
+impl Drop for Tail {
+    fn drop(&mut self) {
+        if let Some((job, _)) = self.creating.take() {
+            job.abort();
+        }
+    }
+}
+
 impl Tail {
-    pub(super) fn new(js: Context, client: async_nats::Client, stream: String, from_seq: u64) -> Tail {
+    pub(super) fn new(js: Context, client: async_nats::Client, direct: Stream, all: String, from_seq: u64) -> Tail {
         let next = from_seq.max(1);
         Tail {
             js,
             client,
-            stream,
+            stream: direct.cached_info().config.name.clone(),
+            direct,
+            all,
+            creating: None,
+            create_after: Instant::now(),
             next,
             consumer: None,
             sub: None,
@@ -80,6 +119,75 @@ impl Tail {
         self.consumer = None;
         self.sub = None;
         self.requests.clear();
+        if let Some((job, _)) = self.creating.take() {
+            job.abort();
+        }
+    }
+
+    /// Whether the tail has a consumer now. Asks for one in the background if none is being
+    /// made, and waits `DIRECT_AFTER` for it; otherwise only looks whether it is done.
+    async fn has_consumer(&mut self, connects: u64) -> bool {
+        let done = match self.creating.take() {
+            None if Instant::now() < self.create_after => return false,
+            None => {
+                let (js, stream, next) = (self.js.clone(), self.stream.clone(), self.next);
+                let mut job = tokio::spawn(async move { consumer_from(&js, &stream, next).await });
+                match tokio::time::timeout(DIRECT_AFTER, &mut job).await {
+                    Ok(done) => (done, connects),
+                    Err(_) => {
+                        self.creating = Some((job, connects));
+                        return false;
+                    }
+                }
+            }
+            Some((job, asked)) if job.is_finished() => (job.await, asked),
+            Some(pending) => {
+                self.creating = Some(pending);
+                return false;
+            }
+        };
+        match done {
+            (Ok(Ok(consumer)), asked) => {
+                self.consumer = Some(consumer);
+                self.delivered = 0;
+                // A reconnect while it was being made shows as a changed count: made again.
+                self.connects = asked;
+                true
+            }
+            (Ok(Err(e)), _) => {
+                warn!(stream = %self.stream, next = self.next, error = %e, "tail cannot create its consumer");
+                self.create_after = Instant::now() + self.next_pause();
+                false
+            }
+            (Err(e), _) => {
+                warn!(stream = %self.stream, next = self.next, error = %e, "tail's consumer task failed");
+                self.create_after = Instant::now() + self.next_pause();
+                false
+            }
+        }
+    }
+
+    /// The next event read straight from a replica: the first message at or after `next`.
+    /// `None`: nothing newer yet, or no replica answered in time.
+    async fn read_directly(&mut self) -> Option<Result<Stored>> {
+        let read = self.direct.direct_get_next_for_subject(&self.all, Some(self.next));
+        let msg = match tokio::time::timeout(DIRECT_WITHIN, read).await {
+            Ok(Ok(msg)) => msg,
+            Ok(Err(e)) if e.kind() == DirectGetErrorKind::NotFound => return None,
+            Ok(Err(e)) => {
+                debug!(stream = %self.stream, next = self.next, error = %e, "tail cannot read directly");
+                return None;
+            }
+            Err(_) => return None,
+        };
+        let msg = match StreamMessage::try_from(msg.message) {
+            Ok(msg) if msg.sequence >= self.next => msg,
+            // Unreadable headers, or an older message than asked: the consumer will tell.
+            _ => return None,
+        };
+        // Advance before decoding: an undecodable event is reported once, then passed.
+        self.next = msg.sequence + 1;
+        Some(stored(msg.sequence, msg.subject.as_str(), &msg.payload, msg.time))
     }
 
     /// Sends a pull request if the live ones may run out (of room or of time) soon. Counting
@@ -104,9 +212,14 @@ impl Tail {
         Ok(())
     }
 
+    fn next_pause(&mut self) -> Duration {
+        self.backoff = (self.backoff * 2).clamp(Duration::from_millis(50), MAX_PAUSE);
+        self.backoff
+    }
+
     async fn pause(&mut self) {
-        self.backoff = (self.backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(1));
-        tokio::time::sleep(self.backoff).await;
+        let pause = self.next_pause();
+        tokio::time::sleep(pause).await;
     }
 
     pub(super) async fn next_event(&mut self) -> Result<Stored> {
@@ -115,19 +228,12 @@ impl Tail {
             if self.consumer.is_some() && connects != self.connects {
                 self.reset("reconnected");
             }
-            if self.consumer.is_none() {
-                match consumer_from(&self.js, &self.stream, self.next).await {
-                    Ok(c) => {
-                        self.consumer = Some(c);
-                        self.delivered = 0;
-                        self.connects = connects;
-                    }
-                    Err(e) => {
-                        warn!(stream = %self.stream, next = self.next, error = %e, "tail cannot create its consumer");
-                        self.pause().await;
-                        continue;
-                    }
+            if self.consumer.is_none() && !self.has_consumer(connects).await {
+                if let Some(event) = self.read_directly().await {
+                    return event;
                 }
+                tokio::time::sleep(DIRECT_POLL).await;
+                continue;
             }
             if self.sub.is_none() {
                 let inbox = async_nats::Subject::from(self.client.new_inbox());
