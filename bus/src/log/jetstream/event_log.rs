@@ -100,6 +100,7 @@ impl EventLog for JetStreamLog {
         let source = fanout::Source {
             js: self.js.clone(),
             client: self.client.clone(),
+            drops: self.drops.clone(),
             stream: self.stream.clone(),
             all: self.subjects.all(),
         };

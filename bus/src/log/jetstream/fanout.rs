@@ -60,6 +60,8 @@ impl Drop for Fanout {
 pub(super) struct Source {
     pub js: Context,
     pub client: async_nats::Client,
+    /// The connection's drops (`connect.rs`).
+    pub drops: tokio::sync::watch::Receiver<u64>,
     pub stream: async_nats::jetstream::stream::Stream,
     /// Every subject of the stream (`Subjects::all`).
     pub all: String,
@@ -67,7 +69,7 @@ pub(super) struct Source {
 
 impl Source {
     fn tail(&self, from: u64) -> Tail {
-        Tail::new(self.js.clone(), self.client.clone(), self.stream.clone(), self.all.clone(), from)
+        Tail::new(self.js.clone(), self.client.clone(), self.drops.clone(), self.stream.clone(), self.all.clone(), from)
     }
 }
 

@@ -1,6 +1,7 @@
 //! A tail over the JetStream log: a disposable ephemeral pull consumer plus the one number
 //! that matters, the next stream sequence to yield. The consumer is recreated from that number
-//! after any error, silence, delivery gap or reconnect, so the tail never skips or reorders.
+//! after any error, silence, delivery gap or dropped connection (noticed when it drops, not at
+//! the next pull), so the tail never skips or reorders.
 //!
 //! Pull requests overlap on one inbox: a new one is sent while the previous ones still have
 //! room and time, never after they ended. nats-server 2.9 sometimes lets a request expire
@@ -26,6 +27,7 @@ use async_nats::jetstream::stream::{DirectGetErrorKind, Stream};
 use async_nats::jetstream::{self, Context};
 use async_nats::StatusCode;
 use futures::StreamExt;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -48,6 +50,13 @@ const DIRECT_POLL: Duration = Duration::from_millis(50);
 /// A new pull request goes out once the newest is this old, well before it expires.
 const RENEW_AFTER: Duration = Duration::from_millis(TAIL_EXPIRES.as_millis() as u64 / 2);
 
+/// What a consumer was made under: a change of either means the connection dropped since.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counts {
+    connects: u64,
+    drops: u64,
+}
+
 /// A tail's position and its current consumer. The consumer is disposable: `next` is the truth.
 pub(super) struct Tail {
     js: Context,
@@ -56,8 +65,8 @@ pub(super) struct Tail {
     /// The stream's handle and its subjects, for direct reads.
     direct: Stream,
     all: String,
-    /// A consumer being made, and the connection's connect count when it was asked for.
-    creating: Option<(JoinHandle<Result<PullConsumer>>, u64)>,
+    /// A consumer being made, and the connection's connect and drop counts when it was asked for.
+    creating: Option<(JoinHandle<Result<PullConsumer>>, Counts)>,
     /// No new consumer is asked for before this (after one could not be made).
     create_after: Instant,
     /// The sequence the next yielded event must have at least.
@@ -71,9 +80,11 @@ pub(super) struct Tail {
     last_heard: Instant,
     /// Deliveries seen from the current consumer; its next delivery must be number `+ 1`.
     delivered: u64,
-    /// The connection's connect count when the consumer was made: a reconnect may have lost
-    /// deliveries in flight, so it forces a new consumer.
-    connects: u64,
+    /// The connection's connect and drop counts when the consumer was asked for: a drop may
+    /// have lost deliveries in flight, so it forces a new consumer.
+    counts: Counts,
+    /// The connection's drops (`connect.rs`): one wakes the tail at once.
+    drops: watch::Receiver<u64>,
     backoff: Duration,
 }
 
@@ -86,7 +97,14 @@ impl Drop for Tail {
 }
 
 impl Tail {
-    pub(super) fn new(js: Context, client: async_nats::Client, direct: Stream, all: String, from_seq: u64) -> Tail {
+    pub(super) fn new(
+        js: Context,
+        client: async_nats::Client,
+        drops: watch::Receiver<u64>,
+        direct: Stream,
+        all: String,
+        from_seq: u64,
+    ) -> Tail {
         let next = from_seq.max(1);
         Tail {
             js,
@@ -102,7 +120,8 @@ impl Tail {
             requests: VecDeque::new(),
             last_heard: Instant::now(),
             delivered: 0,
-            connects: 0,
+            counts: Counts::default(),
+            drops,
             backoff: Duration::ZERO,
         }
     }
@@ -126,16 +145,16 @@ impl Tail {
 
     /// Whether the tail has a consumer now. Asks for one in the background if none is being
     /// made, and waits `DIRECT_AFTER` for it; otherwise only looks whether it is done.
-    async fn has_consumer(&mut self, connects: u64) -> bool {
+    async fn has_consumer(&mut self, counts: Counts) -> bool {
         let done = match self.creating.take() {
             None if Instant::now() < self.create_after => return false,
             None => {
                 let (js, stream, next) = (self.js.clone(), self.stream.clone(), self.next);
                 let mut job = tokio::spawn(async move { consumer_from(&js, &stream, next).await });
                 match tokio::time::timeout(DIRECT_AFTER, &mut job).await {
-                    Ok(done) => (done, connects),
+                    Ok(done) => (done, counts),
                     Err(_) => {
-                        self.creating = Some((job, connects));
+                        self.creating = Some((job, counts));
                         return false;
                     }
                 }
@@ -150,8 +169,8 @@ impl Tail {
             (Ok(Ok(consumer)), asked) => {
                 self.consumer = Some(consumer);
                 self.delivered = 0;
-                // A reconnect while it was being made shows as a changed count: made again.
-                self.connects = asked;
+                // A drop while it was being made shows as a changed count: made again.
+                self.counts = asked;
                 true
             }
             (Ok(Err(e)), _) => {
@@ -224,11 +243,14 @@ impl Tail {
 
     pub(super) async fn next_event(&mut self) -> Result<Stored> {
         loop {
-            let connects = self.client.statistics().connects.load(Ordering::Relaxed);
-            if self.consumer.is_some() && connects != self.connects {
+            let counts = Counts {
+                connects: self.client.statistics().connects.load(Ordering::Relaxed),
+                drops: *self.drops.borrow_and_update(),
+            };
+            if self.consumer.is_some() && counts != self.counts {
                 self.reset("reconnected");
             }
-            if self.consumer.is_none() && !self.has_consumer(connects).await {
+            if self.consumer.is_none() && !self.has_consumer(counts).await {
                 if let Some(event) = self.read_directly().await {
                     return event;
                 }
@@ -260,7 +282,17 @@ impl Tail {
             let renew = self.requests.back().map_or(Instant::now(), |(at, _)| *at + RENEW_AFTER);
             let wake = renew.min(self.last_heard + TAIL_SILENCE);
             let Some((_, sub)) = self.sub.as_mut() else { continue };
-            let msg = match tokio::time::timeout_at(wake, sub.next()).await {
+            let dropped = async {
+                if self.drops.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let heard = tokio::select! {
+                heard = tokio::time::timeout_at(wake, sub.next()) => heard,
+                // Start over at once: what was in flight may be lost.
+                () = dropped => continue,
+            };
+            let msg = match heard {
                 Ok(Some(msg)) => msg,
                 Ok(None) => {
                     self.reset("subscription closed");
