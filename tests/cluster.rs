@@ -101,15 +101,16 @@ async fn a_replicated_deployment_keeps_every_answer_through_node_and_role_kills(
     let mut worst = Vec::new();
     for round in 1..=LEADER_KILLS {
         let leader = nats.stream_leader("SIGNALBUS", Duration::from_secs(30)).await;
-        let killed_at = load.now();
+        let (killed_at, wall) = (load.now(), std::time::SystemTime::now());
         nats.node(leader).kill().await;
         let new_leader = nats.stream_leader("SIGNALBUS", TAKEOVER_WITHIN).await;
         assert_ne!(new_leader, leader);
         let recovered = load.recovered_per_sender(killed_at, TAKEOVER_WITHIN).await;
         eprintln!(
-            "leader kill {round}: {} leads after it; sends accepted again {:?} (gateway a) and {:?} (gateway b) \
-             after the kill ({} answered 503 meanwhile)",
+            "leader kill {round}: {} elected {:?} after it; sends accepted again {:?} (gateway a) and {:?} \
+             (gateway b) after the kill ({} answered 503 meanwhile)",
             nats.name_of(new_leader),
+            nats.elected_after(new_leader, "SIGNALBUS", wall),
             recovered[0],
             recovered[1],
             load.refused_since(killed_at)

@@ -117,7 +117,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
 async fn kill_leader(target: &mut Target, answers: &Answers) -> anyhow::Result<Kill> {
     let cluster = target.local.as_mut().and_then(|(b, _)| b.cluster()).context("a NATS cluster")?;
     let leader = cluster.stream_leader(STREAM, WITHIN).await;
-    let wall = chrono::Local::now().naive_local();
+    let wall = std::time::SystemTime::now();
     let killed_at = Instant::now();
     cluster.node(leader).kill().await;
     let deadline = killed_at + WITHIN;
@@ -154,7 +154,7 @@ async fn kill_leader(target: &mut Target, answers: &Answers) -> anyhow::Result<K
         let slowest = during.iter().map(|a| a.answered - a.asked).max().unwrap_or_default();
         (during.iter().filter(|a| a.status == 503).count(), during.iter().filter(|a| a.status == 500).count(), slowest)
     };
-    let elected = elected_after(&cluster.node(new_leader).log(), wall);
+    let elected = cluster.elected_after(new_leader, STREAM, wall).map(|d| d.as_secs_f64());
     let kill = Kill {
         leader: cluster.name_of(leader),
         new_leader: cluster.name_of(new_leader),
@@ -167,21 +167,6 @@ async fn kill_leader(target: &mut Target, answers: &Answers) -> anyhow::Result<K
     cluster.node(leader).restart().await;
     cluster.wait_stream_current(STREAM, WITHIN).await;
     Ok(kill)
-}
-
-/// Seconds from `killed` to the first "new stream leader" line for the bus's stream after it
-/// in a node's log (nats-server stamps lines with its local time, to the microsecond).
-fn elected_after(log: &str, killed: chrono::NaiveDateTime) -> Option<f64> {
-    log.lines()
-        .filter(|l| l.contains("new stream leader") && l.contains(&format!("> {STREAM}'")))
-        .filter_map(|l| {
-            let mut words = l.split_whitespace().skip(1);
-            let stamp = format!("{} {}", words.next()?, words.next()?);
-            chrono::NaiveDateTime::parse_from_str(&stamp, "%Y/%m/%d %H:%M:%S%.f").ok()
-        })
-        .filter(|at| *at >= killed)
-        .map(|at| (at - killed).as_seconds_f64())
-        .reduce(f64::min)
 }
 
 /// Retries one send until the gateway accepts it (it learns new agents from the stream).
