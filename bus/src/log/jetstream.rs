@@ -39,6 +39,7 @@ use crate::log::{EventLog, Stored};
 
 mod append;
 mod connect;
+mod direct;
 mod errors;
 mod event_log;
 mod fanout;

@@ -11,8 +11,8 @@
 //! A consumer is made in the background. While it is not there (a cluster makes consumers only
 //! through its meta leader, which after a node's death is elected as late as its Raft timeout
 //! allows, often seconds after the stream has a new leader), the tail reads the next events
-//! straight from a replica, one direct get of "the first message at or after `next`" at a time:
-//! in order and without gaps, like the consumer, so pushes and projections go on meanwhile.
+//! straight from the stream's replicas by sequence (`direct.rs`): in order and without gaps,
+//! like the consumer, so pushes and projections go on meanwhile.
 //!
 //! Deliberately does not retry forever with errors: unavailability is waited out (with logs),
 //! only an undecodable event is yielded as an error, once, and then passed.
@@ -22,8 +22,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, PullConsumer};
-use async_nats::jetstream::message::StreamMessage;
-use async_nats::jetstream::stream::{DirectGetErrorKind, Stream};
+use async_nats::jetstream::stream::Stream;
 use async_nats::jetstream::{self, Context};
 use async_nats::StatusCode;
 use futures::StreamExt;
@@ -32,6 +31,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use super::direct::DirectReader;
 use super::messages::{consumer_from, stored, FETCH_BATCH, TAIL_EXPIRES, TAIL_SILENCE};
 use crate::error::{Error, Result};
 use crate::log::Stored;
@@ -42,8 +42,6 @@ const MAX_PAUSE: Duration = Duration::from_millis(500);
 /// How long a tail waits for a consumer being made before reading directly meanwhile: a
 /// healthy cluster makes one in milliseconds.
 const DIRECT_AFTER: Duration = Duration::from_millis(200);
-/// How long one direct read may take (a replica that does not answer is asked again).
-const DIRECT_WITHIN: Duration = Duration::from_secs(1);
 /// Pause between direct reads that found nothing newer.
 const DIRECT_POLL: Duration = Duration::from_millis(50);
 
@@ -62,9 +60,8 @@ pub(super) struct Tail {
     js: Context,
     client: async_nats::Client,
     stream: String,
-    /// The stream's handle and its subjects, for direct reads.
-    direct: Stream,
-    all: String,
+    /// Where events come from while there is no consumer.
+    direct: DirectReader,
     /// A consumer being made, and the connection's connect and drop counts when it was asked for.
     creating: Option<(JoinHandle<Result<PullConsumer>>, Counts)>,
     /// No new consumer is asked for before this (after one could not be made).
@@ -110,8 +107,7 @@ impl Tail {
             js,
             client,
             stream: direct.cached_info().config.name.clone(),
-            direct,
-            all,
+            direct: DirectReader::new(direct, all),
             creating: None,
             create_after: Instant::now(),
             next,
@@ -168,6 +164,7 @@ impl Tail {
         match done {
             (Ok(Ok(consumer)), asked) => {
                 self.consumer = Some(consumer);
+                self.direct.clear();
                 self.delivered = 0;
                 // A drop while it was being made shows as a changed count: made again.
                 self.counts = asked;
@@ -186,27 +183,12 @@ impl Tail {
         }
     }
 
-    /// The next event read straight from a replica: the first message at or after `next`.
-    /// `None`: nothing newer yet, or no replica answered in time.
+    /// The next event read straight from the stream's replicas (`direct.rs`).
     async fn read_directly(&mut self) -> Option<Result<Stored>> {
-        let read = self.direct.direct_get_next_for_subject(&self.all, Some(self.next));
-        let msg = match tokio::time::timeout(DIRECT_WITHIN, read).await {
-            Ok(Ok(msg)) => msg,
-            Ok(Err(e)) if e.kind() == DirectGetErrorKind::NotFound => return None,
-            Ok(Err(e)) => {
-                debug!(stream = %self.stream, next = self.next, error = %e, "tail cannot read directly");
-                return None;
-            }
-            Err(_) => return None,
-        };
-        let msg = match StreamMessage::try_from(msg.message) {
-            Ok(msg) if msg.sequence >= self.next => msg,
-            // Unreadable headers, or an older message than asked: the consumer will tell.
-            _ => return None,
-        };
+        let (seq, event) = self.direct.next(self.next).await?;
         // Advance before decoding: an undecodable event is reported once, then passed.
-        self.next = msg.sequence + 1;
-        Some(stored(msg.sequence, msg.subject.as_str(), &msg.payload, msg.time))
+        self.next = seq + 1;
+        Some(event)
     }
 
     /// Sends a pull request if the live ones may run out (of room or of time) soon. Counting
