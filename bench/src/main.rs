@@ -37,6 +37,10 @@ fn main() -> anyhow::Result<()> {
     {
         args.duration = args::DEFAULT_PHASE;
     }
+    // `failover` always runs on the 3-node cluster: say so in its parameters.
+    if args.scenario == "failover" {
+        args.nats = bed::NatsChoice::Cluster;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
