@@ -17,13 +17,14 @@ pub const DEFAULT_PHASE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Parser)]
 #[command(name = "bench", about = "signalbus benchmarks")]
 pub struct Args {
-    /// throughput | latency | connections | memory | sweeper | rebuild | peer | directives | fanout
+    /// throughput | latency | connections | memory | sweeper | rebuild | peer | directives | fanout |
+    /// failover
     pub scenario: String,
     /// Measurement window (of each phase, for `directives` and `fanout`, whose default is
     /// shorter: `DEFAULT_PHASE`).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub duration: Duration,
-    /// Traffic before the window that is not measured.
+    /// Traffic before the window that is not measured (`failover`: steady load before each kill).
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     pub warmup: Duration,
     /// Target an external bus instead of starting one (throughput, latency, connections).
@@ -118,6 +119,9 @@ pub struct Args {
     /// `fanout`: the group sizes, one phase each (every member a connected session).
     #[arg(long, value_delimiter = ',', default_value = "10,100")]
     pub group_sizes: Vec<usize>,
+    /// `failover`: how many times the node leading the stream is killed.
+    #[arg(long, default_value_t = 6)]
+    pub kills: usize,
     /// Internal: the child process of `connections` that holds the sessions.
     #[arg(long, hide = true)]
     pub tokens_file: Option<std::path::PathBuf>,

@@ -34,12 +34,14 @@ pub struct Backends {
     pub models: ReadModels,
     /// `nats://…` of the private server, or of a cluster's first node (distributed mode only).
     pub nats_url: Option<String>,
+    /// Every server's URL, comma-separated, as `--nats-url` takes them (distributed mode only).
+    pub nats_urls: Option<String>,
     /// Replicas of the bus's stream (the raw baseline uses as many).
     pub replicas: usize,
     pub database_url: Option<String>,
     pub stop: CancellationToken,
     _nats: Option<NatsServer>,
-    _cluster: Option<NatsCluster>,
+    nats_cluster: Option<NatsCluster>,
     _db: Option<TestDb>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -55,11 +57,12 @@ impl Backends {
                 log,
                 models,
                 nats_url: None,
+                nats_urls: None,
                 database_url: None,
                 replicas: 1,
                 stop,
                 _nats: None,
-                _cluster: None,
+                nats_cluster: None,
                 _db: None,
                 _dir: Some(dir),
             });
@@ -86,14 +89,20 @@ impl Backends {
             log,
             models,
             nats_url: Some(first),
+            nats_urls: Some(urls),
             database_url: Some(db.url().to_string()),
             replicas,
             stop,
             _nats: server,
-            _cluster: cluster,
+            nats_cluster: cluster,
             _db: Some(db),
             _dir: None,
         })
+    }
+
+    /// The 3-node cluster under the bus (`--nats cluster`), to kill and restart its nodes.
+    pub fn cluster(&mut self) -> Option<&mut NatsCluster> {
+        self.nats_cluster.as_mut()
     }
 
     pub fn spawn_projector(&self) -> JoinHandle<()> {
@@ -183,6 +192,23 @@ impl Target {
             local: Some((backends, gw)),
             server: Some(server),
         })
+    }
+
+    /// Another gateway in this process on its own NATS connection, as a second gateway process
+    /// would be (same admin token, node `node`); it stops with the bus. Its base URL.
+    pub async fn add_gateway(&self, node: &str) -> anyhow::Result<String> {
+        let (b, first) = self.local.as_ref().context("an in-process bus")?;
+        let urls = b.nats_urls.as_deref().context("a distributed bus")?;
+        let config = JetStreamConfig { replicas: b.replicas, ..Default::default() };
+        let log: SharedLog = Arc::new(JetStreamLog::connect(urls, config).await.context("jetstream")?);
+        let queries: Arc<dyn projector::Queries> = Arc::new(b.models.clone());
+        let config = gateway::GatewayConfig { node: node.to_string(), ..first.config().clone() };
+        let gw = gateway::Gateway::start(log, queries, config).await.context("gateway start")?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let stop = b.stop.clone();
+        tokio::spawn(gateway::run(listener, gw, async move { stop.cancelled().await }));
+        Ok(format!("http://{addr}"))
     }
 
     /// An external bus.

@@ -2,7 +2,7 @@
 //! starts its own bus in this process (private nats-server + fresh PostgreSQL database, or
 //! embedded with `--embedded`) or targets `--url`, drives one workload and prints one JSON line
 //! of results followed by a short human summary. Scenarios: throughput, latency, connections,
-//! memory, sweeper, rebuild, peer, directives, fanout (see `docs/performance.md`).
+//! memory, sweeper, rebuild, peer, directives, fanout, failover (see `docs/performance.md`).
 //!
 //! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
 //! never asserted, because a shared machine makes timed assertions flaky.
@@ -37,6 +37,10 @@ fn main() -> anyhow::Result<()> {
     {
         args.duration = args::DEFAULT_PHASE;
     }
+    // `failover` always runs on the 3-node cluster: say so in its parameters.
+    if args.scenario == "failover" {
+        args.nats = bed::NatsChoice::Cluster;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -67,10 +71,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "peer" => scenario::peer::run(&args).await?,
         "directives" => scenario::directives::run(&args).await?,
         "fanout" => scenario::fanout::run(&args).await?,
+        "failover" => scenario::failover::run(&args).await?,
         other => {
             bail!(
                 "unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild, peer, \
-                 directives or fanout"
+                 directives, fanout or failover"
             )
         }
     };
@@ -100,6 +105,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "workers": args.workers,
         "fanout_senders": args.fanout_senders,
         "group_sizes": args.group_sizes,
+        "kills": args.kills,
     });
     report::print(&args.scenario, params, report::machine(load_before), &outcome);
     Ok(())

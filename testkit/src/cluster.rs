@@ -105,6 +105,26 @@ impl NatsCluster {
         (0..self.nodes.len()).map(|i| format!("--- {} ---\n{}", self.name_of(i), self.nodes[i].log())).collect()
     }
 
+    /// How long after `since` node `i` logged that it became the leader of `stream` ("new
+    /// stream leader"), by the server's own microsecond stamp: when a cluster elected, which
+    /// polling the stream's info can only bound. `None` if it has not (or its log says otherwise).
+    pub fn elected_after(&self, i: usize, stream: &str, since: std::time::SystemTime) -> Option<Duration> {
+        // nats-server stamps its log in local time: `[pid] 2026/11/25 05:27:45.426312 [INF] …`.
+        let since = chrono::DateTime::<chrono::Local>::from(since).naive_local();
+        let marker = format!("> {stream}'");
+        self.nodes[i]
+            .log()
+            .lines()
+            .filter(|l| l.contains("new stream leader") && l.contains(&marker))
+            .filter_map(|l| {
+                let mut words = l.split_whitespace().skip(1);
+                let stamp = format!("{} {}", words.next()?, words.next()?);
+                chrono::NaiveDateTime::parse_from_str(&stamp, "%Y/%m/%d %H:%M:%S%.f").ok()
+            })
+            .filter_map(|at| (at - since).to_std().ok())
+            .min()
+    }
+
     /// Which node leads `stream`, waiting (up to `within`) through an election. Asks through
     /// every running node, so one dead node is no obstacle.
     pub async fn stream_leader(&mut self, stream: &str, within: Duration) -> usize {

@@ -22,6 +22,8 @@ const EVERY: Duration = Duration::from_millis(50);
 /// One send and its answer.
 #[derive(Debug, Clone)]
 pub struct Answer {
+    /// Which sender (its index in `Load::start`'s list): which gateway it asked.
+    pub sender: usize,
     pub corr: String,
     pub status: u16,
     pub body: Value,
@@ -31,6 +33,7 @@ pub struct Answer {
 
 pub struct Load {
     answers: Arc<Mutex<Vec<Answer>>>,
+    senders: usize,
     driver: JoinHandle<Vec<JoinHandle<()>>>,
     stop: tokio_util::sync::CancellationToken,
 }
@@ -39,6 +42,7 @@ impl Load {
     /// Starts one sender per `(gateway base URL, token)`, all sending to `bob`.
     pub fn start(senders: Vec<(String, String)>) -> Load {
         let answers = Arc::new(Mutex::new(Vec::new()));
+        let count = senders.len();
         let stop = tokio_util::sync::CancellationToken::new();
         let (out, halt) = (answers.clone(), stop.clone());
         let driver = tokio::spawn(async move {
@@ -57,36 +61,41 @@ impl Load {
                             json!({"to": "bob", "type": "StatusUpdate", "payload": {"n": n}, "correlation_id": corr});
                         let asked = Instant::now();
                         let (status, body) = post(&base, &token, "/v1/signals", body).await;
-                        let answer = Answer { corr, status, body, asked, answered: Instant::now() };
+                        let answer = Answer { sender: k, corr, status, body, asked, answered: Instant::now() };
                         out.lock().unwrap().push(answer);
                     }));
                 }
             }
             tasks
         });
-        Load { answers, driver, stop }
+        Load { answers, senders: count, driver, stop }
     }
 
     pub fn now(&self) -> Instant {
         Instant::now()
     }
 
-    /// How long after `since` the first send asked after it was accepted; waits up to `within`.
-    pub async fn recovered_after(&self, since: Instant, within: Duration) -> Duration {
+    /// Per sender (so per gateway): how long after `since` the first send it asked after it was
+    /// accepted; waits up to `within` for every sender.
+    pub async fn recovered_per_sender(&self, since: Instant, within: Duration) -> Vec<Duration> {
         let deadline = Instant::now() + within;
         loop {
-            let first = self
-                .answers
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|a| a.asked >= since && a.status == 200)
-                .map(|a| a.answered)
-                .min();
-            if let Some(at) = first {
-                return at - since;
+            let firsts: Vec<Option<Duration>> = {
+                let answers = self.answers.lock().unwrap();
+                (0..self.senders)
+                    .map(|k| {
+                        let accepted = answers.iter().filter(|a| a.sender == k && a.asked >= since && a.status == 200);
+                        accepted.map(|a| a.answered - since).min()
+                    })
+                    .collect()
+            };
+            if firsts.iter().all(Option::is_some) {
+                return firsts.into_iter().flatten().collect();
             }
-            assert!(Instant::now() < deadline, "no send was accepted within {within:?} of the fault");
+            assert!(
+                Instant::now() < deadline,
+                "a sender had no send accepted within {within:?} of the fault: {firsts:?}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

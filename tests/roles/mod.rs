@@ -96,7 +96,7 @@ pub fn port_of(p: &Proc) -> u16 {
 
 pub async fn wait_ready(p: &mut Proc) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    let client = reqwest::Client::new();
+    let client = http();
     loop {
         if let Ok(Some(status)) = p.child.try_wait() {
             panic!("{} exited early: {status}", p.base);
@@ -111,14 +111,23 @@ pub async fn wait_ready(p: &mut Proc) {
     }
 }
 
+/// One HTTP client for every call. Building one loads the system's root certificates, tens of
+/// milliseconds of CPU in a debug build: a client per call, at a send every 25 ms, starved the
+/// test's runtime until requests missed the gateway's header deadline. Nothing is pooled, so
+/// every call still opens a connection of its own, as a client per call did.
+pub fn http() -> &'static reqwest::Client {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("an HTTP client"))
+}
+
 pub async fn post(base: &str, token: &str, path: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::Client::new().post(format!("{base}{path}")).bearer_auth(token).json(&body).send().await.unwrap();
+    let r = http().post(format!("{base}{path}")).bearer_auth(token).json(&body).send().await.unwrap();
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
 pub async fn get(base: &str, token: &str, path: &str) -> (u16, Value) {
-    let r = reqwest::Client::new().get(format!("{base}{path}")).bearer_auth(token).send().await.unwrap();
+    let r = http().get(format!("{base}{path}")).bearer_auth(token).send().await.unwrap();
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }

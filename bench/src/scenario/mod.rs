@@ -4,6 +4,7 @@
 
 pub mod connections;
 pub mod directives;
+pub mod failover;
 pub mod fanout;
 pub mod memory;
 pub mod peer;

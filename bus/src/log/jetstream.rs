@@ -39,6 +39,7 @@ use crate::log::{EventLog, Stored};
 
 mod append;
 mod connect;
+mod direct;
 mod errors;
 mod event_log;
 mod fanout;
@@ -79,6 +80,8 @@ impl Default for JetStreamConfig {
 pub struct JetStreamLog {
     client: async_nats::Client,
     js: Context,
+    /// How many times the connection has dropped so far (`connect.rs`).
+    drops: tokio::sync::watch::Receiver<u64>,
     stream: stream::Stream,
     subjects: Subjects,
     /// Who answers subject reads and vouches for a short page: the leader on a replicated

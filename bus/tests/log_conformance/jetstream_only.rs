@@ -218,3 +218,38 @@ async fn a_tail_behind_more_than_the_retained_bytes_misses_nothing() {
         assert_eq!((fact.seq, fact.state.len()), (seq, state(seq).len()));
     }
 }
+
+/// A tail whose consumer cannot be made (here the stream's consumer limit is taken; in a cluster
+/// it is the meta leader that is missing for seconds after a node died) reads the events
+/// straight from the stream meanwhile: every one, in order, from where it was asked to start,
+/// across a deleted sequence, whether they were there before it started or came after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tail_that_cannot_make_its_consumer_reads_the_stream_directly() {
+    let server = NatsServer::start().await;
+    let stream = unique_stream();
+    let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let config = async_nats::jetstream::stream::Config {
+        name: stream.clone(),
+        subjects: vec![format!("{}.>", stream.to_lowercase())],
+        duplicate_window: Duration::from_secs(120),
+        allow_direct: true,
+        max_consumers: 1,
+        ..Default::default()
+    };
+    let taken =
+        async_nats::jetstream::consumer::pull::Config { durable_name: Some("taken".into()), ..Default::default() };
+    let raw = js.create_stream(config).await.unwrap();
+    raw.create_consumer(taken).await.unwrap();
+    let log: SharedLog = connect(&server.url(), &stream, 1).await;
+    let signal = Uuid::new_v4();
+    append_n(&log, &[signal], 60).await;
+    assert!(raw.delete_message(40).await.unwrap());
+    let mut tail = log.tail(2).await.unwrap();
+    append_n(&log, &[signal], 40).await;
+    let expected: Vec<u64> = (2..=100).filter(|s| *s != 40).collect();
+    let mut got = Vec::new();
+    for _ in &expected {
+        got.push(next_of(&mut tail).await.seq);
+    }
+    assert_eq!(got, expected);
+}

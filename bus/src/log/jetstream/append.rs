@@ -6,8 +6,12 @@
 //! 1. The event is stamped `accept_by = now + ACCEPT_WINDOW` before its first publish, and
 //!    every reader voids it if the stream stores it after that instant (`acceptance::as_stored_at`).
 //! 2. The same bytes (same `Nats-Msg-Id`) are published again whenever an attempt goes
-//!    unanswered; the stream's duplicate window makes a repeat of a stored event answer with the
-//!    original sequence. A compare-and-set that fails may have failed against our own earlier
+//!    unanswered — no ack within `ATTEMPT_TIMEOUT`, no responders (the stream has no leader
+//!    while its cluster elects one), or the connection dropped under it (counted by
+//!    `connect.rs`; its ack can no longer come) — after a pause of at most `MAX_PAUSE`, so an
+//!    append waiting out an election reaches the new leader within that of its election. The
+//!    stream's duplicate window makes a repeat of a stored event answer with the original
+//!    sequence. A compare-and-set that fails may have failed against our own earlier
 //!    copy: after an unanswered attempt the subject is searched for our event id; otherwise its
 //!    newest event is looked at (a standalone 2.15 checks the condition before the duplicate
 //!    window, so even an immediate repeat can fail its condition: `newest_is_ours`).
@@ -34,6 +38,7 @@ use std::time::Duration;
 use async_nats::jetstream::context::{Publish, PublishErrorKind};
 use async_nats::jetstream::Context;
 use chrono::Utc;
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
@@ -51,8 +56,11 @@ pub const ACCEPT_WINDOW: Duration = Duration::from_secs(8);
 pub const SKEW_MARGIN: Duration = Duration::from_secs(1);
 /// How long a writer keeps asking a silent stream before it answers `Indeterminate`.
 pub const RESOLVE_WITHIN: Duration = Duration::from_secs(30);
-/// How long one publish attempt waits for its ack before the same event is published again.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one publish attempt waits for its ack before the same event is published again: a
+/// healthy stream acks in milliseconds; an ack this late went to a leader that is gone or stuck.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The longest pause between two attempts (they start at 50 ms and double).
+const MAX_PAUSE: Duration = Duration::from_millis(250);
 
 /// What one publish attempt learned.
 enum Attempt {
@@ -92,7 +100,7 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
     let mut backoff = Duration::from_millis(50);
     while started.elapsed() < RESOLVE_WITHIN {
         let budget = ATTEMPT_TIMEOUT.min(RESOLVE_WITHIN.saturating_sub(started.elapsed()));
-        let outcome = attempt(js, &subject, &payload, event, expect, budget).await;
+        let outcome = attempt(js, log.drops.clone(), &subject, &payload, event, expect, budget).await;
         let late = Utc::now() >= surely_in_time;
         match outcome {
             Attempt::Stored(a) => {
@@ -108,8 +116,11 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
                 return Ok(a);
             }
             Attempt::Conflict(found) if unanswered > 0 => {
-                // Our own earlier copy may be what the condition failed against.
-                let on_subject = log.read_subject(&subject).await?;
+                // Our own earlier copy may be what the condition failed against; one we cannot
+                // look for may be stored, so "nothing was accepted" would not be the truth.
+                let on_subject = log.read_subject(&subject).await.map_err(|e| {
+                    Error::Indeterminate(format!("cannot look for an earlier copy after a failed condition: {e}"))
+                })?;
                 return match on_subject.iter().find(|s| s.event.event_id == event.event_id) {
                     Some(s) if !matches!(s.event.body, EventBody::Voided(_)) => {
                         debug!(subject = %subject, seq = s.seq, "append resolved: an earlier attempt was stored");
@@ -131,7 +142,7 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
                 unanswered += 1;
                 debug!(subject = %subject, unanswered, error = %why, "append unanswered; publishing it again");
                 tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(500));
+                backoff = (backoff * 2).min(MAX_PAUSE);
             }
         }
     }
@@ -184,6 +195,7 @@ async fn newest_is_ours(log: &JetStreamLog, subject: &str, event: &Event) -> Opt
 
 async fn attempt(
     js: &Context,
+    mut drops: watch::Receiver<u64>,
     subject: &str,
     payload: &bytes::Bytes,
     event: &Event,
@@ -194,16 +206,25 @@ async fn attempt(
     if let Expect::LastSubjectSeq(n) = expect {
         publish = publish.expected_last_subject_sequence(n);
     }
-    let result = match tokio::time::timeout(timeout, async {
+    drops.borrow_and_update();
+    let acked = tokio::time::timeout(timeout, async {
         match js.send_publish(subject.to_string(), publish).await {
             Ok(ack) => ack.await,
             Err(e) => Err(e),
         }
-    })
-    .await
-    {
-        Ok(r) => r,
-        Err(_) => return Attempt::Unknown("no ack in time".into()),
+    });
+    // A drop after this point may have taken the publish or its ack with it.
+    let dropped = async {
+        if drops.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let result = tokio::select! {
+        r = acked => match r {
+            Ok(r) => r,
+            Err(_) => return Attempt::Unknown("no ack in time".into()),
+        },
+        _ = dropped => return Attempt::Unknown("the connection dropped".into()),
     };
     match result {
         Ok(ack) => Attempt::Stored(Appended { seq: ack.sequence, duplicate: ack.duplicate }),

@@ -1,5 +1,13 @@
-//! Opening the JetStream log: the server list, the server's version check, and the stream
-//! created as configured or checked against the configuration (never silently adopted).
+//! Opening the JetStream log: the server list, the connection's failover settings, the
+//! server's version check, and the stream created as configured or checked against the
+//! configuration (never silently adopted).
+//!
+//! The connection settings are chosen for a cluster losing a node (docs/deploy.md, "Failover
+//! times"): a server that dies with its host sends no TCP reset, so an idle connection pings it
+//! every `PING_INTERVAL` and gives it up after three unanswered pings; connecting to a host that
+//! is gone gives up after `CONNECT_TIMEOUT`; the first reconnect is immediate. Every drop is
+//! counted (`JetStreamLog::drops`), so an append waiting for an ack that went down with the
+//! connection publishes again at once instead of waiting out its attempt.
 //!
 //! Deliberately does not read or append events.
 
@@ -7,7 +15,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use async_nats::jetstream::stream::{self, StorageType};
-use tokio::sync::Mutex;
+use tokio::sync::{watch, Mutex};
 use tracing::debug;
 
 use super::errors::unavailable;
@@ -15,6 +23,19 @@ use super::subject_reads::ReadPath;
 use super::{stream_check, JetStreamConfig, JetStreamLog, DUPLICATE_WINDOW};
 use crate::error::{Error, Result};
 use crate::event::Subjects;
+
+/// How often an idle connection pings its server; three unanswered pings drop it (async-nats
+/// allows two outstanding), so a silent server is left after about three of these.
+const PING_INTERVAL: Duration = Duration::from_secs(1);
+/// How long connecting to one server may take before the next is tried.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Delay before reconnect attempt `attempts` (counted per server tried, from 1): none for the
+/// first, then 100 ms more per attempt up to a second, so a dead server in the list costs one
+/// refused connect, not a pause.
+fn reconnect_delay(attempts: usize) -> Duration {
+    Duration::from_millis((attempts.saturating_sub(1) as u64 * 100).min(1000))
+}
 
 /// The server refuses a duplicate window longer than `max_age` (`0`: keep forever).
 fn duplicate_window(max_age: Duration) -> Duration {
@@ -52,11 +73,19 @@ impl JetStreamLog {
         if !valid_stream_name(&config.stream) {
             return Err(Error::Config(format!("invalid stream name {:?}", config.stream)));
         }
+        let (drops_tx, drops) = watch::channel(0u64);
         let client = async_nats::ConnectOptions::new()
             .name("signalbus")
-            .connection_timeout(Duration::from_secs(5))
-            // Come back quickly after a server restart instead of the default's 4 s steps.
-            .reconnect_delay_callback(|attempts| Duration::from_millis((attempts as u64 * 100).min(1000)))
+            .connection_timeout(CONNECT_TIMEOUT)
+            .ping_interval(PING_INTERVAL)
+            // Come back at once after a server dies instead of the default's growing steps.
+            .reconnect_delay_callback(reconnect_delay)
+            .event_callback(move |event| {
+                if matches!(event, async_nats::Event::Disconnected) {
+                    drops_tx.send_modify(|n| *n += 1);
+                }
+                std::future::ready(())
+            })
             .connect(server_addrs(url)?)
             .await
             .map_err(|e| unavailable("cannot connect to nats", e))?;
@@ -92,6 +121,7 @@ impl JetStreamLog {
         Ok(JetStreamLog {
             client,
             js,
+            drops,
             stream,
             subjects,
             reads: ReadPath::for_replicas(config.replicas),
@@ -100,5 +130,17 @@ impl JetStreamLog {
             node_listener: std::sync::Once::new(),
             fanout: Default::default(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_reconnect_is_immediate_and_later_ones_wait_at_most_a_second() {
+        assert_eq!(reconnect_delay(1), Duration::ZERO);
+        assert_eq!(reconnect_delay(2), Duration::from_millis(100));
+        assert_eq!(reconnect_delay(50), Duration::from_secs(1));
     }
 }

@@ -97,8 +97,13 @@ impl EventLog for JetStreamLog {
     }
 
     async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Stored>>> {
-        let source =
-            fanout::Source { js: self.js.clone(), client: self.client.clone(), stream: self.stream_name().to_string() };
+        let source = fanout::Source {
+            js: self.js.clone(),
+            client: self.client.clone(),
+            drops: self.drops.clone(),
+            stream: self.stream.clone(),
+            all: self.subjects.all(),
+        };
         // Asked before the lock (it is a round trip); a stale answer only makes the upstream
         // start earlier than needed.
         let live_from = if self.fanout.lock().unwrap().as_ref().is_some_and(fanout::Fanout::is_running) {

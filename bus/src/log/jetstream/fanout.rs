@@ -60,12 +60,16 @@ impl Drop for Fanout {
 pub(super) struct Source {
     pub js: Context,
     pub client: async_nats::Client,
-    pub stream: String,
+    /// The connection's drops (`connect.rs`).
+    pub drops: tokio::sync::watch::Receiver<u64>,
+    pub stream: async_nats::jetstream::stream::Stream,
+    /// Every subject of the stream (`Subjects::all`).
+    pub all: String,
 }
 
 impl Source {
     fn tail(&self, from: u64) -> Tail {
-        Tail::new(self.js.clone(), self.client.clone(), self.stream.clone(), from)
+        Tail::new(self.js.clone(), self.client.clone(), self.drops.clone(), self.stream.clone(), self.all.clone(), from)
     }
 }
 

@@ -24,6 +24,12 @@ pub(super) const TAIL_EXPIRES: Duration = Duration::from_secs(2);
 pub(super) const TAIL_SILENCE: Duration = Duration::from_secs(4);
 /// Ephemeral consumers the server deletes once nobody has pulled from them for this long.
 pub(super) const CONSUMER_IDLE: Duration = Duration::from_secs(60);
+/// How long creating a consumer may take before it is given up (and, by a tail, asked again).
+/// A healthy cluster answers in milliseconds; a request sent while the meta or the stream
+/// leader is dead is never answered, and the client's own 10 s timeout would hold a tail (and
+/// so every push and the projector) that long after the new leaders are there. A consumer
+/// created after its caller gave up is deleted by the server after `CONSUMER_IDLE`.
+const CREATE_WITHIN: Duration = Duration::from_secs(2);
 
 pub(super) async fn consumer_from(js: &Context, stream: &str, from_seq: u64) -> Result<PullConsumer> {
     let config = pull::Config {
@@ -34,7 +40,10 @@ pub(super) async fn consumer_from(js: &Context, stream: &str, from_seq: u64) -> 
         num_replicas: 1,
         ..Default::default()
     };
-    js.create_consumer_on_stream(config, stream).await.map_err(|e| unavailable("cannot create a consumer", e))
+    match tokio::time::timeout(CREATE_WITHIN, js.create_consumer_on_stream(config, stream)).await {
+        Ok(created) => created.map_err(|e| unavailable("cannot create a consumer", e)),
+        Err(_) => Err(unavailable("cannot create a consumer", format!("no answer within {CREATE_WITHIN:?}"))),
+    }
 }
 
 /// An event as readers must see it: decoded (or reported undecodable), and voided if the stream
