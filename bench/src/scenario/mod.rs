@@ -7,6 +7,7 @@ pub mod directives;
 pub mod fanout;
 pub mod memory;
 pub mod peer;
+pub mod projector;
 pub mod rebuild;
 pub mod sweeper;
 pub mod traffic;
