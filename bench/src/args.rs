@@ -14,11 +14,19 @@ use crate::bed;
 /// given: they run two and three phases, and should take about a minute in all.
 pub const DEFAULT_PHASE: Duration = Duration::from_secs(10);
 
+/// Events `projector` appends when `--count` is not given: the live projector folds them
+/// at a few ten thousand events/s, so the run takes well under a minute.
+pub const PROJECTOR_COUNT: usize = 200_000;
+
 #[derive(Debug, Clone, Parser)]
 #[command(name = "bench", about = "signalbus benchmarks")]
 pub struct Args {
+<<<<<<< HEAD
     /// throughput | latency | connections | memory | sweeper | rebuild | peer | directives | fanout |
     /// failover
+=======
+    /// throughput | latency | connections | memory | sweeper | rebuild | projector | peer | directives | fanout
+>>>>>>> perf28
     pub scenario: String,
     /// Measurement window (of each phase, for `directives` and `fanout`, whose default is
     /// shorter: `DEFAULT_PHASE`).
@@ -69,7 +77,7 @@ pub struct Args {
     /// Idle sessions (connections).
     #[arg(long, default_value_t = 10_000)]
     pub sessions: usize,
-    /// Signals (sweeper) or events (rebuild).
+    /// Signals (sweeper) or events (rebuild; projector, whose default is `PROJECTOR_COUNT`).
     #[arg(long, default_value_t = 1_000_000)]
     pub count: usize,
     /// Concurrent appends while preparing sweeper and rebuild data.

@@ -2,7 +2,11 @@
 //! starts its own bus in this process (private nats-server + fresh PostgreSQL database, or
 //! embedded with `--embedded`) or targets `--url`, drives one workload and prints one JSON line
 //! of results followed by a short human summary. Scenarios: throughput, latency, connections,
+<<<<<<< HEAD
 //! memory, sweeper, rebuild, peer, directives, fanout, failover (see `docs/performance.md`).
+=======
+//! memory, sweeper, rebuild, projector, peer, directives, fanout (see `docs/performance.md`).
+>>>>>>> perf28
 //!
 //! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
 //! never asserted, because a shared machine makes timed assertions flaky.
@@ -13,6 +17,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod args;
+mod batches;
 mod bed;
 mod client;
 mod drive;
@@ -26,6 +31,7 @@ use anyhow::bail;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use serde_json::json;
+use tracing_subscriber::prelude::*;
 
 use crate::args::Args;
 
@@ -37,6 +43,7 @@ fn main() -> anyhow::Result<()> {
     {
         args.duration = args::DEFAULT_PHASE;
     }
+<<<<<<< HEAD
     // `failover` always runs on the 3-node cluster: say so in its parameters.
     if args.scenario == "failover" {
         args.nats = bed::NatsChoice::Cluster;
@@ -47,6 +54,16 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
         )
         .with_writer(std::io::stderr)
+=======
+    if args.scenario == "projector" && matches.value_source("count") == Some(ValueSource::DefaultValue) {
+        args.count = args::PROJECTOR_COUNT;
+    }
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter))
+        .with(batches::layer())
+>>>>>>> perf28
         .init();
     // 10,000 sessions need 10,000 descriptors on each side; the hard limit is the ceiling.
     if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
@@ -68,14 +85,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "memory" => scenario::memory::run(&args).await?,
         "sweeper" => scenario::sweeper::run(&args).await?,
         "rebuild" => scenario::rebuild::run(&args).await?,
+        "projector" => scenario::projector::run(&args).await?,
         "peer" => scenario::peer::run(&args).await?,
         "directives" => scenario::directives::run(&args).await?,
         "fanout" => scenario::fanout::run(&args).await?,
         "failover" => scenario::failover::run(&args).await?,
         other => {
             bail!(
+<<<<<<< HEAD
                 "unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild, peer, \
                  directives, fanout or failover"
+=======
+                "unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild, projector, \
+                 peer, directives or fanout"
+>>>>>>> perf28
             )
         }
     };

@@ -8,6 +8,7 @@ pub mod failover;
 pub mod fanout;
 pub mod memory;
 pub mod peer;
+pub mod projector;
 pub mod rebuild;
 pub mod sweeper;
 pub mod traffic;

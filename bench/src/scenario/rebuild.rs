@@ -38,19 +38,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
     let db_url = b.database_url.clone().context("distributed backends have a database")?;
 
     let t = Instant::now();
-    let mut workload = support::workload::Workload::new(1);
-    let mut left = n;
-    while left > 0 {
-        let events = workload.events(left.min(10_000));
-        left -= events.len();
-        let appended: Vec<bus::Result<_>> = futures::stream::iter(events.iter().map(|e| b.log.append(e, Expect::Any)))
-            .buffered(args.append_concurrency)
-            .collect()
-            .await;
-        for a in appended {
-            a.context("append")?;
-        }
-    }
+    prefill(&b.log, n, args.append_concurrency).await?;
     let append = t.elapsed();
     eprintln!("bench: appended {n} events in {append:?}; reading them back");
 
@@ -95,6 +83,25 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
         ),
     ];
     Ok(Outcome { results, summary })
+}
+
+/// Appends `n` events of the projector's benchmark workload (seed 1) to `log`, `concurrency`
+/// appends in flight. Shared with the `projector` scenario, so both fold the same events.
+pub async fn prefill(log: &bus::log::SharedLog, n: usize, concurrency: usize) -> anyhow::Result<()> {
+    let mut workload = support::workload::Workload::new(1);
+    let mut left = n;
+    while left > 0 {
+        let events = workload.events(left.min(10_000));
+        left -= events.len();
+        let appended: Vec<bus::Result<_>> = futures::stream::iter(events.iter().map(|e| log.append(e, Expect::Any)))
+            .buffered(concurrency)
+            .collect()
+            .await;
+        for a in appended {
+            a.context("append")?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads every row the rebuild produced, empties the tables, and times inserting the rows back

@@ -1,0 +1,121 @@
+//! `projector`: the live projector against a rebuild of the same events, in one run. `--count`
+//! events (default 200,000) of the projector's benchmark workload are appended to JetStream
+//! first; then the live projector (`projector::Projector`, the code and default batching
+//! `signalbus projector` runs) folds them from sequence 0 into a fresh database until caught up,
+//! and `projector::rebuild` folds the same events into another fresh database. Reports both
+//! rates, `live_ratio` (live ÷ rebuild, target ≥ 0.5) and the live batches' size and apply time.
+//!
+//! Deliberately no gateway, sweeper or concurrent senders: this isolates the apply path that
+//! back-pressure waits on. The per-batch times come from the runner's own `batch applied`
+//! event (`batches.rs`), not from instrumentation added for the bench.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use projector::{Projector, ProjectorConfig, Queries, ReadModels};
+use serde_json::json;
+use testkit::TestDb;
+
+use crate::args::Args;
+use crate::batches;
+use crate::bed::Backends;
+use crate::report::{per_sec, round, Outcome};
+use crate::scenario::rebuild::prefill;
+
+pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
+    if args.url.is_some() || args.embedded {
+        bail!("projector measures JetStream → PostgreSQL on its own backends; no --url or --embedded");
+    }
+    let n = args.count;
+    let b = Backends::start(false, args.nats).await?;
+    let t = Instant::now();
+    prefill(&b.log, n, args.append_concurrency).await?;
+    let append = t.elapsed();
+    let last = b.log.last_seq().await?;
+    eprintln!("bench: appended {n} events in {append:?}; projecting them live");
+
+    // Live: the production projector and configuration, from an empty database.
+    batches::take();
+    let projector = Projector::new(b.log.clone(), b.models.clone(), ProjectorConfig::default());
+    let stop = b.stop.child_token();
+    let started = Instant::now();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move { projector.run(stop).await }
+    });
+    b.models.wait_for(last, Duration::from_secs(3_600)).await.context("live projector catch-up")?;
+    let live = started.elapsed();
+    stop.cancel();
+    task.await?.context("live projector")?;
+    let samples = batches::take();
+    let live_eps = n as f64 / live.as_secs_f64().max(1e-9);
+    eprintln!("bench: live projector caught up in {live:?}; rebuilding the same events");
+
+    // Rebuild: the same stream into a second fresh database.
+    let db = TestDb::create().await;
+    let models = ReadModels::postgres(db.url()).await.context("rebuild read models")?;
+    let report = projector::rebuild(&b.log, &models).await.context("rebuild")?;
+    let rebuild_eps = report.events_per_second();
+    let live_ratio = round(live_eps / rebuild_eps.max(1e-9), 3);
+
+    let stats = BatchStats::of(&samples);
+    let results = json!({
+        "events": n,
+        "append_events_per_s": per_sec(n as u64, append),
+        "live_seconds": round(live.as_secs_f64(), 2),
+        "live_events_per_s": round(live_eps, 1),
+        "rebuild_seconds": round(report.elapsed.as_secs_f64(), 2),
+        "rebuild_events_per_s": round(rebuild_eps, 1),
+        "live_ratio": live_ratio,
+        "batches": stats.count,
+        "events_per_batch": round(stats.mean_events, 1),
+        "batch_apply_ms": {"p50": stats.p50_ms, "p99": stats.p99_ms, "max": stats.max_ms},
+        "apply_us_per_event": round(stats.us_per_event, 1),
+    });
+    let summary = vec![
+        format!(
+            "live projector: {n} events in {:.1} s = {live_eps:.0} events/s; rebuild {:.1} s = {rebuild_eps:.0} events/s \
+             → live_ratio {live_ratio} (target ≥ 0.5)",
+            live.as_secs_f64(),
+            report.elapsed.as_secs_f64(),
+        ),
+        format!(
+            "live batches: {} of {:.0} events on average, apply p50 {} ms, p99 {} ms ({:.1} µs per event)",
+            stats.count, stats.mean_events, stats.p50_ms, stats.p99_ms, stats.us_per_event
+        ),
+    ];
+    Ok(Outcome { results, summary })
+}
+
+struct BatchStats {
+    count: usize,
+    mean_events: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    us_per_event: f64,
+}
+
+impl BatchStats {
+    fn of(samples: &[(u64, u64)]) -> BatchStats {
+        let mut us: Vec<u64> = samples.iter().map(|s| s.1).collect();
+        us.sort_unstable();
+        let at = |q: f64| -> f64 {
+            if us.is_empty() {
+                return 0.0;
+            }
+            let i = ((us.len() as f64 * q).ceil() as usize).clamp(1, us.len()) - 1;
+            round(us[i] as f64 / 1_000.0, 2)
+        };
+        let events: u64 = samples.iter().map(|s| s.0).sum();
+        let total_us: u64 = us.iter().sum();
+        BatchStats {
+            count: samples.len(),
+            mean_events: events as f64 / samples.len().max(1) as f64,
+            p50_ms: at(0.5),
+            p99_ms: at(0.99),
+            max_ms: at(1.0),
+            us_per_event: total_us as f64 / events.max(1) as f64,
+        }
+    }
+}
