@@ -21,12 +21,8 @@ pub const PROJECTOR_COUNT: usize = 200_000;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "bench", about = "signalbus benchmarks")]
 pub struct Args {
-<<<<<<< HEAD
-    /// throughput | latency | connections | memory | sweeper | rebuild | peer | directives | fanout |
+    /// throughput | latency | connections | memory | sweeper | rebuild | projector | peer | directives | fanout |
     /// failover
-=======
-    /// throughput | latency | connections | memory | sweeper | rebuild | projector | peer | directives | fanout
->>>>>>> perf28
     pub scenario: String,
     /// Measurement window (of each phase, for `directives` and `fanout`, whose default is
     /// shorter: `DEFAULT_PHASE`).

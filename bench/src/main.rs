@@ -2,11 +2,7 @@
 //! starts its own bus in this process (private nats-server + fresh PostgreSQL database, or
 //! embedded with `--embedded`) or targets `--url`, drives one workload and prints one JSON line
 //! of results followed by a short human summary. Scenarios: throughput, latency, connections,
-<<<<<<< HEAD
-//! memory, sweeper, rebuild, peer, directives, fanout, failover (see `docs/performance.md`).
-=======
-//! memory, sweeper, rebuild, projector, peer, directives, fanout (see `docs/performance.md`).
->>>>>>> perf28
+//! memory, sweeper, rebuild, projector, peer, directives, fanout, failover (see `docs/performance.md`).
 //!
 //! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
 //! never asserted, because a shared machine makes timed assertions flaky.
@@ -43,18 +39,10 @@ fn main() -> anyhow::Result<()> {
     {
         args.duration = args::DEFAULT_PHASE;
     }
-<<<<<<< HEAD
     // `failover` always runs on the 3-node cluster: say so in its parameters.
     if args.scenario == "failover" {
         args.nats = bed::NatsChoice::Cluster;
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
-        )
-        .with_writer(std::io::stderr)
-=======
     if args.scenario == "projector" && matches.value_source("count") == Some(ValueSource::DefaultValue) {
         args.count = args::PROJECTOR_COUNT;
     }
@@ -63,7 +51,6 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::registry()
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter))
         .with(batches::layer())
->>>>>>> perf28
         .init();
     // 10,000 sessions need 10,000 descriptors on each side; the hard limit is the ceiling.
     if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
@@ -92,13 +79,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "failover" => scenario::failover::run(&args).await?,
         other => {
             bail!(
-<<<<<<< HEAD
-                "unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild, peer, \
-                 directives, fanout or failover"
-=======
                 "unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild, projector, \
-                 peer, directives or fanout"
->>>>>>> perf28
+                 peer, directives, fanout or failover"
             )
         }
     };
