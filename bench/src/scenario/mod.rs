@@ -8,5 +8,7 @@ pub mod fanout;
 pub mod memory;
 pub mod peer;
 pub mod rebuild;
+pub mod schedule;
 pub mod sweeper;
 pub mod traffic;
+pub mod waiters;
