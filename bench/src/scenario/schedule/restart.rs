@@ -40,7 +40,7 @@ pub(super) struct Phase<'a> {
 
 impl Phase<'_> {
     /// Runs the phase with signals numbered from `first`; `rate` (sends/s of the first phase)
-    /// sizes the lead: twice the expected send time, plus 5 s.
+    /// sizes the lead: three times the expected send time, plus 10 s.
     pub async fn run(
         &self,
         target: &mut Target,
@@ -50,7 +50,7 @@ impl Phase<'_> {
         metrics: Option<&ReleaseLag>,
     ) -> anyhow::Result<(Value, String)> {
         let n = self.args.restart_count;
-        let lead = Duration::from_secs_f64(n as f64 / rate.max(1.0) * 2.0) + Duration::from_secs(5);
+        let lead = Duration::from_secs_f64(n as f64 / rate.max(1.0) * 3.0) + Duration::from_secs(10);
         let plan = Plan {
             first,
             count: n,
@@ -59,8 +59,10 @@ impl Phase<'_> {
             payload_bytes: self.args.payload_bytes,
         };
         let accepted_before = tally.accepted.load(Ordering::Relaxed);
+        let refused_before = tally.refused.load(Ordering::Relaxed);
         let sent = send_all(target, self.s_tokens, self.args, plan, self.recipients, tally).await?;
         let accepted = tally.accepted.load(Ordering::Relaxed) - accepted_before;
+        let refused = tally.refused.load(Ordering::Relaxed) - refused_before;
         let released_before = released(metrics);
         let backends = target.stop_roles().await?;
         let stopped_before_due = Utc::now() < plan.start;
@@ -77,7 +79,7 @@ impl Phase<'_> {
         target.resume(backends).await?;
         let roles_up = restarted.elapsed();
         let stop = CancellationToken::new();
-        let receivers = connect_recipients(target, self.r_tokens, tally, &stop).await?;
+        let receivers = connect_recipients(target, self.r_tokens, tally, &stop, TIMEOUT).await?;
         let reconnected = restarted.elapsed();
         let (mut all_released, mut all_received) = (None, None);
         while restarted.elapsed() < TIMEOUT && (all_received.is_none() || all_released.is_none()) {
@@ -103,6 +105,8 @@ impl Phase<'_> {
         let json = json!({
             "count": n,
             "accepted": accepted,
+            "refused": refused,
+            "lead_s": round(lead.as_secs_f64(), 1),
             "send_seconds": round(sent.as_secs_f64(), 2),
             "window_s": WINDOW.as_secs(),
             "stopped_before_due": stopped_before_due,
