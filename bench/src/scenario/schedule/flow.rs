@@ -23,7 +23,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Ws;
 use crate::drive::{flush_acks, padding};
-use crate::report::latency_histogram;
+
+/// A µs histogram up to an hour: lateness after a restart (or a bus far behind) exceeds the
+/// minute `report::latency_histogram` holds, and must not be clamped to it.
+pub(super) fn lateness_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
 
 /// Signal `k` of `count` (numbered from `first`) is due at `start + window × (k − first) / count`.
 #[derive(Debug, Clone, Copy)]
@@ -140,7 +145,7 @@ pub(super) async fn sender(
 /// (receive − `deliver_at`, µs) in its histogram and acks in batches (64 ids or 5 ms).
 pub(super) async fn recipient(ws: Ws, tally: Arc<Tally>, stop: CancellationToken) -> anyhow::Result<Histogram<u64>> {
     let (mut sink, mut stream) = ws.split();
-    let mut late = latency_histogram();
+    let mut late = lateness_histogram();
     let mut acks: Vec<String> = Vec::with_capacity(64);
     let mut tick = tokio::time::interval(Duration::from_millis(5));
     loop {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use hdrhistogram::Histogram;
 use metrics::{Counter, Gauge, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 
-use crate::report::latency_histogram;
+use super::flow::lateness_histogram;
 
 /// The series kept (`sweeper::metrics::SWEEPER_RELEASE_LAG_SECONDS`).
 const RELEASE_LAG: &str = "signalbus_sweeper_release_lag_seconds";
@@ -24,7 +24,7 @@ pub(super) struct ReleaseLag(Arc<Mutex<Histogram<u64>>>);
 impl ReleaseLag {
     /// Installs the recorder; `None` when this process has one already.
     pub fn install() -> Option<ReleaseLag> {
-        let lag = ReleaseLag(Arc::new(Mutex::new(latency_histogram())));
+        let lag = ReleaseLag(Arc::new(Mutex::new(lateness_histogram())));
         metrics::set_global_recorder(Keep(lag.clone())).ok()?;
         Some(lag)
     }

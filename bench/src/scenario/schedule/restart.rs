@@ -60,40 +60,57 @@ impl Phase<'_> {
         };
         let accepted_before = tally.accepted.load(Ordering::Relaxed);
         let refused_before = tally.refused.load(Ordering::Relaxed);
+        let released_at_send = released(metrics);
         let sent = send_all(target, self.s_tokens, self.args, plan, self.recipients, tally).await?;
         let accepted = tally.accepted.load(Ordering::Relaxed) - accepted_before;
         let refused = tally.refused.load(Ordering::Relaxed) - refused_before;
-        let released_before = released(metrics);
-        let backends = target.stop_roles().await?;
+        let stopping = Instant::now();
         let stopped_before_due = Utc::now() < plan.start;
+        let backends = target.stop_roles().await?;
+        let stop_took = stopping.elapsed();
         eprintln!(
-            "bench: restart phase: {accepted} signals sent in {:.1} s, every role stopped{}; restarting once all are {} s overdue",
+            "bench: restart phase: {accepted} signals sent in {:.1} s, every role stopped{} (in {:.1} s); restarting once all are {} s overdue",
             sent.as_secs_f64(),
             if stopped_before_due { " before the first was due" } else { " — AFTER the first was due" },
+            stop_took.as_secs_f64(),
             OVERDUE.as_secs()
         );
         let until = plan.end() + chrono::Duration::from_std(OVERDUE)?;
         tokio::time::sleep((until - Utc::now()).to_std().unwrap_or_default()).await;
 
+        // Releases appended by the old roles before they stopped (0 when stopped before due).
+        let released_before = released(metrics);
+        let want = accepted.saturating_sub(released_before.saturating_sub(released_at_send));
         let restarted = Instant::now();
+        // Watched from the restart on: the sweeper starts before the gateway has caught up.
+        let watch = metrics.cloned().map(|m| {
+            tokio::spawn(async move {
+                while restarted.elapsed() < TIMEOUT {
+                    if m.count().saturating_sub(released_before) >= want {
+                        return Some(restarted.elapsed());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                None
+            })
+        });
         target.resume(backends).await?;
         let roles_up = restarted.elapsed();
         let stop = CancellationToken::new();
         let receivers = connect_recipients(target, self.r_tokens, tally, &stop, TIMEOUT).await?;
         let reconnected = restarted.elapsed();
-        let (mut all_released, mut all_received) = (None, None);
-        while restarted.elapsed() < TIMEOUT && (all_received.is_none() || all_released.is_none()) {
-            if all_released.is_none() && released(metrics).saturating_sub(released_before) >= accepted {
-                all_released = Some(restarted.elapsed());
-            }
-            if all_received.is_none() && tally.received_in(plan.range()) >= accepted {
+        let mut all_received = None;
+        while restarted.elapsed() < TIMEOUT {
+            if tally.received_in(plan.range()) >= accepted {
                 all_received = Some(restarted.elapsed());
-            }
-            if metrics.is_none() && all_received.is_some() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let all_released = match watch {
+            Some(w) => w.await.ok().flatten(),
+            None => None,
+        };
         tokio::time::sleep(Duration::from_secs(1)).await;
         stop.cancel();
         for r in receivers {
@@ -110,6 +127,8 @@ impl Phase<'_> {
             "send_seconds": round(sent.as_secs_f64(), 2),
             "window_s": WINDOW.as_secs(),
             "stopped_before_due": stopped_before_due,
+            "stop_seconds": round(stop_took.as_secs_f64(), 2),
+            "released_before_restart": metrics.map(|_| released_before.saturating_sub(released_at_send)),
             "down_until_overdue_s": OVERDUE.as_secs(),
             "roles_up_seconds": round(roles_up.as_secs_f64(), 2),
             "recipients_reconnected_seconds": round(reconnected.as_secs_f64(), 2),

@@ -28,13 +28,11 @@ use tokio::sync::mpsc;
 use crate::args::Args;
 use crate::bed::Target;
 use crate::client;
-use crate::report::{latency_histogram, latency_json, round, rss_kib, Outcome};
+use crate::report::{cpu_ticks, latency_histogram, latency_json, round, rss_kib, Outcome, TICKS_PER_S};
 use crate::scenario::traffic::mode_name;
 
 /// Each CPU sample's window: idle before the waiters, and with them all parked.
 const IDLE_WINDOW: Duration = Duration::from_secs(10);
-/// Kernel clock ticks per second of `/proc/<pid>/stat`'s utime and stime (USER_HZ, 100 on Linux).
-const TICKS_PER_S: f64 = 100.0;
 /// How long a wake may take before it counts as missed.
 const WAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -271,15 +269,11 @@ fn sample(pid: Option<u32>) -> anyhow::Result<Sample> {
         .find_map(|l| l.strip_prefix("Threads:"))
         .and_then(|v| v.trim().parse().ok())
         .context("Threads in /proc status")?;
-    let stat = std::fs::read_to_string(format!("{dir}/stat"))?;
-    // Fields after the command's closing parenthesis start at field 3; utime is 14, stime 15.
-    let fields: Vec<&str> = stat.rsplit_once(')').context("/proc stat")?.1.split_whitespace().collect();
-    let tick = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).context("utime/stime");
     Ok(Sample {
         at: Instant::now(),
         rss_kib: rss_kib(pid).context("VmRSS")?,
         threads,
-        cpu_ticks: tick(11)? + tick(12)?,
+        cpu_ticks: cpu_ticks(pid).context("utime/stime in /proc stat")?,
     })
 }
 
