@@ -10,6 +10,9 @@ use clap::Parser;
 
 use crate::bed;
 
+/// `--count` of `schedule` when it is not given (the other scenarios' default is 1,000,000).
+pub const DEFAULT_SCHEDULE_COUNT: usize = 100_000;
+
 /// The measurement window of each phase of `directives` and `fanout` when `--duration` is not
 /// given: they run two and three phases, and should take about a minute in all.
 pub const DEFAULT_PHASE: Duration = Duration::from_secs(10);
@@ -22,7 +25,7 @@ pub const PROJECTOR_COUNT: usize = 200_000;
 #[command(name = "bench", about = "signalbus benchmarks")]
 pub struct Args {
     /// throughput | latency | connections | memory | sweeper | rebuild | projector | peer | directives | fanout |
-    /// failover
+    /// failover | schedule | waiters
     pub scenario: String,
     /// Measurement window (of each phase, for `directives` and `fanout`, whose default is
     /// shorter: `DEFAULT_PHASE`).
@@ -73,7 +76,8 @@ pub struct Args {
     /// Idle sessions (connections).
     #[arg(long, default_value_t = 10_000)]
     pub sessions: usize,
-    /// Signals (sweeper) or events (rebuild; projector, whose default is `PROJECTOR_COUNT`).
+    /// Signals (sweeper, schedule; 100,000 for schedule when not given) or events (rebuild; projector,
+    /// whose default is `PROJECTOR_COUNT`).
     #[arg(long, default_value_t = 1_000_000)]
     pub count: usize,
     /// Concurrent appends while preparing sweeper and rebuild data.
@@ -126,6 +130,19 @@ pub struct Args {
     /// `failover`: how many times the node leading the stream is killed.
     #[arg(long, default_value_t = 6)]
     pub kills: usize,
+    /// `schedule`: the deliver window (one minute) starts this long after the first send;
+    /// default 15 s plus 1 ms per signal (sending at 1,000/s or faster ends before it).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub lead: Option<Duration>,
+    /// `schedule`: signals of the restart phase (0: skip it).
+    #[arg(long, default_value_t = 10_000)]
+    pub restart_count: usize,
+    /// `waiters`: concurrent `GET /v1/inbox?wait=60` long-polls, one identity each.
+    #[arg(long, default_value_t = 10_000)]
+    pub waiters: usize,
+    /// `waiters`: signals sent one at a time to different waiting identities, for the wake latency.
+    #[arg(long, default_value_t = 100)]
+    pub wakes: usize,
     /// Internal: the child process of `connections` that holds the sessions.
     #[arg(long, hide = true)]
     pub tokens_file: Option<std::path::PathBuf>,

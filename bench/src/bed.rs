@@ -3,6 +3,9 @@
 //! nats-server (either release, or a 3-node cluster with the stream at 3 replicas) plus a fresh
 //! PostgreSQL database, or embedded in a temp dir — or an external bus reached by `--url`.
 //!
+//! An in-process bus can also be stopped, every role at once, and started again on the same
+//! stream and database (`Target::stop_roles`, `Target::resume`), as an operator's restart.
+//!
 //! Deliberately no tuning beyond the binary's defaults: a benchmark of a specially configured
 //! bus would measure something users do not run.
 
@@ -40,6 +43,8 @@ pub struct Backends {
     pub replicas: usize,
     pub database_url: Option<String>,
     pub stop: CancellationToken,
+    /// Every NATS URL, comma-separated (distributed mode only): what `reopen` connects to.
+    urls: Option<String>,
     _nats: Option<NatsServer>,
     nats_cluster: Option<NatsCluster>,
     _db: Option<TestDb>,
@@ -61,6 +66,7 @@ impl Backends {
                 database_url: None,
                 replicas: 1,
                 stop,
+                urls: None,
                 _nats: None,
                 nats_cluster: None,
                 _db: None,
@@ -89,10 +95,11 @@ impl Backends {
             log,
             models,
             nats_url: Some(first),
-            nats_urls: Some(urls),
+            nats_urls: Some(urls.clone()),
             database_url: Some(db.url().to_string()),
             replicas,
             stop,
+            urls: Some(urls),
             _nats: server,
             nats_cluster: cluster,
             _db: Some(db),
@@ -103,6 +110,25 @@ impl Backends {
     /// The 3-node cluster under the bus (`--nats cluster`), to kill and restart its nodes.
     pub fn cluster(&mut self) -> Option<&mut NatsCluster> {
         self.nats_cluster.as_mut()
+    }
+
+    /// Connects afresh to the same stream and read models, under a new stop token: what a
+    /// restarted process would do. The old roles must have stopped (`stop` cancelled).
+    pub async fn reopen(&mut self) -> anyhow::Result<()> {
+        self.stop = CancellationToken::new();
+        match (&self._dir, &self.urls, &self.database_url) {
+            (Some(dir), _, _) => {
+                self.log = Arc::new(EmbeddedLog::open(dir.path()).await.context("embedded log")?);
+                self.models = ReadModels::sqlite(dir.path()).await.context("sqlite read models")?;
+            }
+            (None, Some(urls), Some(db)) => {
+                let config = JetStreamConfig { replicas: self.replicas, ..Default::default() };
+                self.log = Arc::new(JetStreamLog::connect(urls, config).await.context("jetstream")?);
+                self.models = ReadModels::postgres(db).await.context("postgres read models")?;
+            }
+            _ => anyhow::bail!("backends without a stream to reopen"),
+        }
+        Ok(())
     }
 
     pub fn spawn_projector(&self) -> JoinHandle<()> {
@@ -160,19 +186,38 @@ pub struct Target {
     /// Replicas the raw baseline's stream gets (the bus stream's, in-process).
     pub replicas: usize,
     server: Option<JoinHandle<std::io::Result<()>>>,
+    /// In-process only: the projector and the sweeper.
+    roles: Vec<JoinHandle<()>>,
 }
 
 impl Target {
     /// A bus in this process: gateway on 127.0.0.1:0, projector, sweeper.
     pub async fn start(embedded: bool, nats: NatsChoice) -> anyhow::Result<Target> {
         let backends = Backends::start(embedded, nats).await?;
-        backends.spawn_projector();
-        backends.spawn_sweeper(sweeper::SweeperConfig { lease: backends.sweeper_lease(), ..Default::default() });
-        let admin_token = format!("bench-admin-{}", uuid::Uuid::new_v4().simple());
+        let mut target = Target {
+            base: String::new(),
+            ws_url: String::new(),
+            admin_token: format!("bench-admin-{}", uuid::Uuid::new_v4().simple()),
+            nats_url: backends.nats_url.clone(),
+            replicas: backends.replicas,
+            local: None,
+            server: None,
+            roles: Vec::new(),
+        };
+        target.serve(backends).await?;
+        Ok(target)
+    }
+
+    /// Starts projector, sweeper and a gateway on a fresh 127.0.0.1 port over `backends`.
+    async fn serve(&mut self, backends: Backends) -> anyhow::Result<()> {
+        self.roles = vec![
+            backends.spawn_projector(),
+            backends.spawn_sweeper(sweeper::SweeperConfig { lease: backends.sweeper_lease(), ..Default::default() }),
+        ];
         // No per-identity quotas: the bench measures what the bus can carry, not the quotas.
         let config = gateway::GatewayConfig {
             node: "bench".into(),
-            admin_token: admin_token.clone(),
+            admin_token: self.admin_token.clone(),
             send_rate: None,
             fact_rate: None,
             ..Default::default()
@@ -182,16 +227,33 @@ impl Target {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let stop = backends.stop.clone();
-        let server = tokio::spawn(gateway::run(listener, gw.clone(), async move { stop.cancelled().await }));
-        Ok(Target {
-            base: format!("http://{addr}"),
-            ws_url: format!("ws://{addr}/v1/ws"),
-            admin_token,
-            nats_url: backends.nats_url.clone(),
-            replicas: backends.replicas,
-            local: Some((backends, gw)),
-            server: Some(server),
-        })
+        self.server = Some(tokio::spawn(gateway::run(listener, gw.clone(), async move { stop.cancelled().await })));
+        self.base = format!("http://{addr}");
+        self.ws_url = format!("ws://{addr}/v1/ws");
+        self.local = Some((backends, gw));
+        Ok(())
+    }
+
+    /// Stops every role of the in-process bus (gateway, projector, sweeper: its sessions are
+    /// closed) and hands back its backends, still holding the stream and the database.
+    pub async fn stop_roles(&mut self) -> anyhow::Result<Backends> {
+        let (backends, gw) = self.local.take().context("only an in-process bus can be stopped")?;
+        backends.stop.cancel();
+        if let Some(s) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(15), s).await;
+        }
+        for role in self.roles.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(15), role).await;
+        }
+        drop(gw);
+        Ok(backends)
+    }
+
+    /// Starts every role again on `backends` (from `stop_roles`), as a restarted process: new
+    /// connections to the same stream and database, a gateway on a new port (`base`, `ws_url`).
+    pub async fn resume(&mut self, mut backends: Backends) -> anyhow::Result<()> {
+        backends.reopen().await?;
+        self.serve(backends).await
     }
 
     /// Another gateway in this process on its own NATS connection, as a second gateway process
@@ -223,6 +285,7 @@ impl Target {
             nats_url,
             replicas: 1,
             server: None,
+            roles: Vec::new(),
         }
     }
 

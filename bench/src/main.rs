@@ -2,7 +2,8 @@
 //! starts its own bus in this process (private nats-server + fresh PostgreSQL database, or
 //! embedded with `--embedded`) or targets `--url`, drives one workload and prints one JSON line
 //! of results followed by a short human summary. Scenarios: throughput, latency, connections,
-//! memory, sweeper, rebuild, projector, peer, directives, fanout, failover (see `docs/performance.md`).
+//! memory, sweeper, rebuild, projector, peer, directives, fanout, failover, schedule, waiters (see
+//! `docs/performance.md`).
 //!
 //! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
 //! never asserted, because a shared machine makes timed assertions flaky.
@@ -46,6 +47,9 @@ fn main() -> anyhow::Result<()> {
     if args.scenario == "projector" && matches.value_source("count") == Some(ValueSource::DefaultValue) {
         args.count = args::PROJECTOR_COUNT;
     }
+    if args.scenario == "schedule" && matches.value_source("count") == Some(ValueSource::DefaultValue) {
+        args.count = args::DEFAULT_SCHEDULE_COUNT;
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
     tracing_subscriber::registry()
@@ -64,6 +68,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if args.scenario == "_hold" {
         return scenario::connections::hold(&args).await;
     }
+    if args.scenario == "_wait" {
+        return scenario::waiters::hold(&args).await;
+    }
     let load_before = report::loadavg();
     let outcome = match args.scenario.as_str() {
         "throughput" => scenario::traffic::throughput(&args).await?,
@@ -77,10 +84,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "directives" => scenario::directives::run(&args).await?,
         "fanout" => scenario::fanout::run(&args).await?,
         "failover" => scenario::failover::run(&args).await?,
+        "schedule" => scenario::schedule::run(&args).await?,
+        "waiters" => scenario::waiters::run(&args).await?,
         other => {
             bail!(
                 "unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild, projector, \
-                 peer, directives, fanout or failover"
+                 peer, directives, fanout, failover, schedule or waiters"
             )
         }
     };
@@ -111,6 +120,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "fanout_senders": args.fanout_senders,
         "group_sizes": args.group_sizes,
         "kills": args.kills,
+        "lead_s": args.lead.map(|d| d.as_secs_f64()),
+        "restart_count": args.restart_count,
+        "waiters": args.waiters,
+        "wakes": args.wakes,
     });
     report::print(&args.scenario, params, report::machine(load_before), &outcome);
     Ok(())

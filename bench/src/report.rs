@@ -1,6 +1,7 @@
 //! What every scenario prints: one JSON line (starting with `{`) carrying the results and the
 //! machine they ran on, then a few human-readable lines. Also the small measurement helpers the
-//! scenarios share (latency summaries from hdrhistogram, RSS and load average from `/proc`).
+//! scenarios share (latency summaries from hdrhistogram, RSS, CPU time and load average from
+//! `/proc`).
 //!
 //! Deliberately no pass/fail judgement: targets are compared in `docs/performance.md` and by
 //! whoever reads the numbers, because a shared 2-core machine makes any threshold flaky.
@@ -37,6 +38,18 @@ pub fn rss_kib(pid: Option<u32>) -> Option<u64> {
     let status = std::fs::read_to_string(path).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Kernel clock ticks per second of `/proc/<pid>/stat`'s utime and stime (USER_HZ, 100 on Linux).
+pub const TICKS_PER_S: f64 = 100.0;
+
+/// CPU time a process has used so far (utime + stime), in clock ticks (`TICKS_PER_S`).
+pub fn cpu_ticks(pid: Option<u32>) -> Option<u64> {
+    let path = pid.map_or_else(|| "/proc/self/stat".to_string(), |p| format!("/proc/{p}/stat"));
+    let stat = std::fs::read_to_string(path).ok()?;
+    // Fields after the command's closing parenthesis start at field 3; utime is 14, stime 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
 /// The 1-minute load average: other builds share this machine, so every result records it.

@@ -10,5 +10,7 @@ pub mod memory;
 pub mod peer;
 pub mod projector;
 pub mod rebuild;
+pub mod schedule;
 pub mod sweeper;
 pub mod traffic;
+pub mod waiters;
