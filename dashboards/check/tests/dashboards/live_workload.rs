@@ -189,6 +189,9 @@ async fn a_real_bus_fills_every_panel_and_serves_every_series_the_dashboards_que
     assert_eq!(column(&ran, "variable tenant", "tenant"), ["default"]);
     live_directives::check_panels(&ran);
 
+    // A refused token (CONTRACT §17) fills the auth failures panel.
+    let (status, _) = bus.call("GET", "sb_not_a_token", "/v1/agents", None).await;
+    assert_eq!(status, 401);
     let exposed = scrape_with_every_contract_series(&bus).await;
     check_promql_against_the_scrape(&exposed);
     // The values the workload produced, which the panels' overrides and legends name.
