@@ -63,7 +63,7 @@ pub enum Command {
     Group(crate::client::groups::GroupCmd),
     /// Issue, list and revoke an agent's scoped or expiring tokens (admin).
     #[command(subcommand)]
-    Token(crate::client::tokens::TokenCmd),
+    Token(crate::client::args::TokenCmd),
     /// Show (or drain) the caller's pending signals.
     Inbox(crate::client::args::InboxArgs),
     /// Receive signals as they arrive (a WebSocket session); --json prints one line each.

@@ -238,7 +238,7 @@ pub enum AdminCmd {
     Expire(ExpireArgs),
     /// Create, list and revoke tenant admin tokens (an admin inside one tenant only).
     #[command(subcommand)]
-    Token(super::tokens::AdminTokenCmd),
+    Token(AdminTokenCmd),
 }
 
 #[derive(Debug, Args)]
@@ -273,4 +273,86 @@ pub struct ExpireArgs {
     pub dry_run: bool,
     #[command(flatten)]
     pub conn: Conn,
+}
+
+// `signalbus token …` and `signalbus admin token …` (their runs: `tokens.rs`).
+
+/// The scopes of CONTRACT §17, in the order the bus lists them.
+pub const SCOPES: [&str; 6] = ["send", "receive", "recall", "facts", "directives", "read"];
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCmd {
+    /// Issue another token for an agent, limited to some scopes and/or expiring; prints its
+    /// secret once (admin, or a tenant admin of the agent's tenant).
+    Issue {
+        /// The agent the token acts as.
+        identity: String,
+        /// The agent's tenant.
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// A scope the token holds (repeat the flag, or separate with commas); default: every
+        /// scope (send, receive, recall, facts, directives, read).
+        #[arg(long = "scope", value_name = "SCOPE", value_delimiter = ',', value_parser = SCOPES)]
+        scopes: Vec<String>,
+        /// The token stops working after this long, e.g. 1h, 30d (whole seconds, at most 10 years);
+        /// default: never.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        expires_in: Option<std::time::Duration>,
+        /// A name to tell the token by in `token list` (at most 128 characters).
+        #[arg(long)]
+        label: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// List an agent's tokens without their secrets: the registration token first, then those
+    /// issued and not revoked (an expired one with EXPIRED true).
+    List {
+        identity: String,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Revoke one of an agent's issued tokens: it stops working at once and its sessions close
+    /// (the registration token is replaced with `agent rotate` instead).
+    Revoke {
+        identity: String,
+        /// The token's id, as `token issue` and `token list` show it.
+        token_id: String,
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminTokenCmd {
+    /// Create a tenant admin token: an admin inside that tenant only; prints its secret once
+    /// (the global admin only).
+    Create {
+        /// The tenant it administers.
+        #[arg(long)]
+        tenant: String,
+        /// A name to tell the token by in `admin token list`.
+        #[arg(long)]
+        label: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// List the tenant admin tokens, without their secrets (a tenant admin sees its own tenant's).
+    List {
+        /// Only this tenant's.
+        #[arg(long)]
+        tenant: Option<String>,
+        #[command(flatten)]
+        conn: Conn,
+    },
+    /// Revoke a tenant admin token: it stops working at once (the global admin only).
+    Revoke {
+        /// The token's id, as `admin token create` and `admin token list` show it.
+        token_id: String,
+        #[command(flatten)]
+        conn: Conn,
+    },
 }
