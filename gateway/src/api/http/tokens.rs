@@ -52,11 +52,18 @@ fn scopes_of(map: &Map<String, Value>) -> Result<ScopeSet, ApiError> {
 fn expires_in_of(map: &Map<String, Value>) -> Result<Option<u64>, ApiError> {
     match map.get("expires_in_seconds") {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().filter(|s| (1..=MAX_EXPIRES_IN_SECONDS).contains(s)).map(Some).ok_or_else(|| {
-            ApiError::invalid(format!(
+        // A whole number written as a float (`3600.0`) is still that whole number (JSON Schema's
+        // `integer` says so).
+        Some(v) => v
+            .as_u64()
+            .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64).map(|f| f as u64))
+            .filter(|s| (1..=MAX_EXPIRES_IN_SECONDS).contains(s))
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::invalid(format!(
                 "expires_in_seconds must be a whole number from 1 to {MAX_EXPIRES_IN_SECONDS} (omit it for no expiry)"
             ))
-        }),
+            }),
     }
 }
 
