@@ -144,8 +144,23 @@ pub struct Args {
     #[arg(long, default_value_t = 100)]
     pub wakes: usize,
     /// Internal: the child process of `connections` that holds the sessions.
+    /// `projector` and `rebuild`: the events appended first — `throughput` (the throughput
+    /// scenario's sends, pushes and batched acks; `projector`'s default) or `mixed` (every kind
+    /// of event, with session and agent churn; `rebuild`'s default).
+    #[arg(long, value_enum)]
+    pub mix: Option<Mix>,
+    /// `projector`: the live projector's `max_batch` (its default when not given).
+    #[arg(long)]
+    pub max_batch: Option<usize>,
     #[arg(long, hide = true)]
     pub tokens_file: Option<std::path::PathBuf>,
     #[arg(long, hide = true)]
     pub ws_url: Option<String>,
+}
+
+/// Which events `projector` and `rebuild` append before they measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mix {
+    Throughput,
+    Mixed,
 }

@@ -50,7 +50,7 @@ impl Default for ProjectorConfig {
     fn default() -> Self {
         Self {
             stale_after: DEFAULT_STALE_AFTER,
-            max_batch: 1_000,
+            max_batch: 4_000,
             max_wait: Duration::from_millis(20),
             refresh_every: Duration::from_secs(1),
             lease: Lease::Local,

@@ -16,7 +16,7 @@ use projector::{Projector, ProjectorConfig, Queries, ReadModels};
 use serde_json::json;
 use testkit::TestDb;
 
-use crate::args::Args;
+use crate::args::{Args, Mix};
 use crate::batches;
 use crate::bed::Backends;
 use crate::report::{per_sec, round, Outcome};
@@ -29,14 +29,18 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
     let n = args.count;
     let b = Backends::start(false, args.nats).await?;
     let t = Instant::now();
-    prefill(&b.log, n, args.append_concurrency).await?;
+    let mix = args.mix.unwrap_or(Mix::Throughput);
+    prefill(&b.log, n, mix, args.append_concurrency).await?;
     let append = t.elapsed();
     let last = b.log.last_seq().await?;
     eprintln!("bench: appended {n} events in {append:?}; projecting them live");
 
     // Live: the production projector and configuration, from an empty database.
     batches::take();
-    let projector = Projector::new(b.log.clone(), b.models.clone(), ProjectorConfig::default());
+    let defaults = ProjectorConfig::default();
+    let config = ProjectorConfig { max_batch: args.max_batch.unwrap_or(defaults.max_batch), ..defaults };
+    let max_batch = config.max_batch;
+    let projector = Projector::new(b.log.clone(), b.models.clone(), config);
     let stop = b.stop.child_token();
     let started = Instant::now();
     let task = tokio::spawn({
@@ -61,6 +65,8 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
     let stats = BatchStats::of(&samples);
     let results = json!({
         "events": n,
+        "mix": format!("{mix:?}").to_lowercase(),
+        "max_batch": max_batch,
         "append_events_per_s": per_sec(n as u64, append),
         "live_seconds": round(live.as_secs_f64(), 2),
         "live_events_per_s": round(live_eps, 1),

@@ -3,9 +3,10 @@
 //! the log alone, and the baseline — a plain multi-row INSERT of the very rows the rebuild
 //! produced into the same (emptied) tables.
 //!
-//! The events come from the projector's own benchmark workload (`projector/tests/support`,
-//! compiled in here unchanged), so both benchmarks fold the same mix of sends, deliveries,
-//! acks, expiries, recalls, sessions and facts. Deliberately does not reimplement it.
+//! The events come from the projector's own benchmark workloads (`projector/tests/support`,
+//! compiled in here unchanged): `--mix mixed` (the default here) folds every kind of event —
+//! sends, deliveries, acks, expiries, recalls, sessions and facts —, `--mix throughput` the
+//! throughput scenario's pushed sends and batched acks. Deliberately does not reimplement them.
 
 #[path = "../../../projector/tests/support/mod.rs"]
 mod support;
@@ -18,7 +19,7 @@ use futures::StreamExt;
 use serde_json::json;
 use sqlx::Connection;
 
-use crate::args::Args;
+use crate::args::{Args, Mix};
 use crate::bed::Backends;
 use crate::report::{per_sec, round, Outcome};
 
@@ -38,7 +39,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
     let db_url = b.database_url.clone().context("distributed backends have a database")?;
 
     let t = Instant::now();
-    prefill(&b.log, n, args.append_concurrency).await?;
+    prefill(&b.log, n, args.mix.unwrap_or(Mix::Mixed), args.append_concurrency).await?;
     let append = t.elapsed();
     eprintln!("bench: appended {n} events in {append:?}; reading them back");
 
@@ -85,13 +86,17 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
     Ok(Outcome { results, summary })
 }
 
-/// Appends `n` events of the projector's benchmark workload (seed 1) to `log`, `concurrency`
+/// Appends `n` events of the projector's benchmark workload `mix` (seed 1) to `log`, `concurrency`
 /// appends in flight. Shared with the `projector` scenario, so both fold the same events.
-pub async fn prefill(log: &bus::log::SharedLog, n: usize, concurrency: usize) -> anyhow::Result<()> {
-    let mut workload = support::workload::Workload::new(1);
+pub async fn prefill(log: &bus::log::SharedLog, n: usize, mix: Mix, concurrency: usize) -> anyhow::Result<()> {
+    let mut mixed = support::workload::Workload::new(1);
+    let mut flow = support::flow::Flow::new(1, 16, 16);
     let mut left = n;
     while left > 0 {
-        let events = workload.events(left.min(10_000));
+        let events = match mix {
+            Mix::Mixed => mixed.events(left.min(10_000)),
+            Mix::Throughput => flow.events(left.min(10_000)),
+        };
         left -= events.len();
         let appended: Vec<bus::Result<_>> = futures::stream::iter(events.iter().map(|e| log.append(e, Expect::Any)))
             .buffered(concurrency)

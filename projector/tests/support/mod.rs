@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod flow;
 pub mod workload;
 
 use std::sync::Arc;

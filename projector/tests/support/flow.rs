@@ -1,0 +1,106 @@
+//! The `throughput` scenario's events as the stream holds them (`bench throughput`: M senders →
+//! N recipients, one WebSocket session each, every send pushed at once and recorded in its
+//! `signal.sent`, the recipients' acks appended in `signals.acked` batches a few hundred events
+//! later) — what the live projector folds while back-pressure waits on it.
+//!
+//! Deliberately deterministic for a seed and free of the mixed workload's churn (registrations,
+//! session opens and closes, expiries, recalls): `workload.rs` covers the rules, this the rate.
+
+use std::collections::VecDeque;
+
+use bus::event::{Event, EventBody};
+use chrono::{DateTime, Duration, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use uuid::Uuid;
+
+use super::{acks, heartbeat, opened, registered, sent_pushed};
+
+/// Signals a recipient acks in one `signals.acked` (the bench's ~1.1 events per signal).
+const ACK_BATCH: usize = 10;
+/// Events between a push and its ack: ~15–30 ms of a stream at ~15,000 events/s, which is how
+/// far behind their sends acks land live (so most land in a later batch than their send).
+const ACK_LAG: std::ops::Range<u64> = 200..450;
+/// Events between two heartbeats of every session (about one per second at that rate).
+const HEARTBEAT_EVERY: u64 = 15_000;
+
+pub struct Flow {
+    rng: StdRng,
+    clock: DateTime<Utc>,
+    senders: Vec<String>,
+    /// Recipients with their one session and their pushed, unacked signals (id, event number).
+    recipients: Vec<(String, Uuid, VecDeque<(Uuid, u64)>)>,
+    /// Events emitted so far.
+    n: u64,
+    out: VecDeque<Event>,
+}
+
+impl Flow {
+    pub fn new(seed: u64, senders: usize, recipients: usize) -> Self {
+        Flow {
+            rng: StdRng::seed_from_u64(seed),
+            // In the past, as in `workload.rs`: heartbeats are stale whenever tables are compared.
+            clock: Utc::now() - Duration::hours(3),
+            senders: (0..senders).map(|i| format!("sender-{i}")).collect(),
+            recipients: (0..recipients).map(|i| (format!("recipient-{i}"), Uuid::new_v4(), VecDeque::new())).collect(),
+            n: 0,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The next `n` events.
+    pub fn events(&mut self, n: usize) -> Vec<Event> {
+        if self.n == 0 {
+            self.start();
+        }
+        while self.out.len() < n {
+            self.step();
+        }
+        self.out.drain(..n).collect()
+    }
+
+    fn push(&mut self, e: Event) {
+        self.n += 1;
+        self.out.push_back(e);
+    }
+
+    fn start(&mut self) {
+        let at = self.clock;
+        for s in self.senders.clone() {
+            self.push(registered(&s, at));
+        }
+        for (r, session) in self.recipients.iter().map(|(r, s, _)| (r.clone(), *s)).collect::<Vec<_>>() {
+            self.push(registered(&r, at));
+            self.push(opened(session, &r, at));
+        }
+    }
+
+    fn step(&mut self) {
+        self.clock += Duration::microseconds(66);
+        let at = self.clock;
+        if self.n % HEARTBEAT_EVERY == 0 {
+            for (r, session) in self.recipients.iter().map(|(r, s, _)| (r.clone(), *s)).collect::<Vec<_>>() {
+                self.push(heartbeat(session, &r, at));
+            }
+        }
+        let from = self.senders[self.rng.gen_range(0..self.senders.len())].clone();
+        let to = self.rng.gen_range(0..self.recipients.len());
+        let id = Uuid::new_v4();
+        let (name, session) = (self.recipients[to].0.clone(), self.recipients[to].1);
+        let mut send = sent_pushed(id, &from, &name, session, at);
+        // A pushed send must be stored before its TTL runs out; the clock here is hours behind.
+        if let EventBody::SignalSent(s) = &mut send.body {
+            s.expires_at = at + Duration::days(1);
+        }
+        self.push(send);
+        let lag = self.rng.gen_range(ACK_LAG);
+        let now = self.n;
+        self.recipients[to].2.push_back((id, now));
+        // The recipient acks once a batch of its pushes is old enough.
+        let due = self.recipients[to].2.iter().take_while(|(_, k)| now - k >= lag).count();
+        if due >= ACK_BATCH {
+            let ids: Vec<Uuid> = self.recipients[to].2.drain(..due).map(|(id, _)| id).collect();
+            self.push(acks(&ids, &name, Some(session), at));
+        }
+    }
+}
