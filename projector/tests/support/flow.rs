@@ -24,12 +24,18 @@ const ACK_LAG: std::ops::Range<u64> = 200..450;
 /// Events between two heartbeats of every session (about one per second at that rate).
 const HEARTBEAT_EVERY: u64 = 15_000;
 
+/// A recipient with its one session and its pushed, unacked signals (id, event number).
+struct Recipient {
+    name: String,
+    session: Uuid,
+    unacked: VecDeque<(Uuid, u64)>,
+}
+
 pub struct Flow {
     rng: StdRng,
     clock: DateTime<Utc>,
     senders: Vec<String>,
-    /// Recipients with their one session and their pushed, unacked signals (id, event number).
-    recipients: Vec<(String, Uuid, VecDeque<(Uuid, u64)>)>,
+    recipients: Vec<Recipient>,
     /// Events emitted so far.
     n: u64,
     out: VecDeque<Event>,
@@ -42,7 +48,13 @@ impl Flow {
             // In the past, as in `workload.rs`: heartbeats are stale whenever tables are compared.
             clock: Utc::now() - Duration::hours(3),
             senders: (0..senders).map(|i| format!("sender-{i}")).collect(),
-            recipients: (0..recipients).map(|i| (format!("recipient-{i}"), Uuid::new_v4(), VecDeque::new())).collect(),
+            recipients: (0..recipients)
+                .map(|i| Recipient {
+                    name: format!("recipient-{i}"),
+                    session: Uuid::new_v4(),
+                    unacked: VecDeque::new(),
+                })
+                .collect(),
             n: 0,
             out: VecDeque::new(),
         }
@@ -69,24 +81,29 @@ impl Flow {
         for s in self.senders.clone() {
             self.push(registered(&s, at));
         }
-        for (r, session) in self.recipients.iter().map(|(r, s, _)| (r.clone(), *s)).collect::<Vec<_>>() {
+        for (r, session) in self.sessions() {
             self.push(registered(&r, at));
             self.push(opened(session, &r, at));
         }
     }
 
+    /// Every recipient's name and session.
+    fn sessions(&self) -> Vec<(String, Uuid)> {
+        self.recipients.iter().map(|r| (r.name.clone(), r.session)).collect()
+    }
+
     fn step(&mut self) {
         self.clock += Duration::microseconds(66);
         let at = self.clock;
-        if self.n % HEARTBEAT_EVERY == 0 {
-            for (r, session) in self.recipients.iter().map(|(r, s, _)| (r.clone(), *s)).collect::<Vec<_>>() {
+        if self.n.is_multiple_of(HEARTBEAT_EVERY) {
+            for (r, session) in self.sessions() {
                 self.push(heartbeat(session, &r, at));
             }
         }
         let from = self.senders[self.rng.gen_range(0..self.senders.len())].clone();
         let to = self.rng.gen_range(0..self.recipients.len());
         let id = Uuid::new_v4();
-        let (name, session) = (self.recipients[to].0.clone(), self.recipients[to].1);
+        let (name, session) = (self.recipients[to].name.clone(), self.recipients[to].session);
         let mut send = sent_pushed(id, &from, &name, session, at);
         // A pushed send must be stored before its TTL runs out; the clock here is hours behind.
         if let EventBody::SignalSent(s) = &mut send.body {
@@ -95,11 +112,12 @@ impl Flow {
         self.push(send);
         let lag = self.rng.gen_range(ACK_LAG);
         let now = self.n;
-        self.recipients[to].2.push_back((id, now));
+        let unacked = &mut self.recipients[to].unacked;
+        unacked.push_back((id, now));
         // The recipient acks once a batch of its pushes is old enough.
-        let due = self.recipients[to].2.iter().take_while(|(_, k)| now - k >= lag).count();
+        let due = unacked.iter().take_while(|(_, k)| now - k >= lag).count();
         if due >= ACK_BATCH {
-            let ids: Vec<Uuid> = self.recipients[to].2.drain(..due).map(|(id, _)| id).collect();
+            let ids: Vec<Uuid> = unacked.drain(..due).map(|(id, _)| id).collect();
             self.push(acks(&ids, &name, Some(session), at));
         }
     }
