@@ -1,5 +1,6 @@
 //! `Projector`: waits for the projector lease, then follows the stream from the checkpoint,
-//! closes a batch at `max_batch` events or `max_wait` after its first event, and applies it with
+//! closes a batch at `max_batch` events or `max_wait` after its first event occurred (at least
+//! `MIN_WAIT` after this loop read it: `batch_deadline`), and applies it with
 //! its checkpoint in one transaction; refreshes `recipient_state` against the clock, reports lag
 //! and checks the lease every `refresh_every`.
 //!
@@ -151,7 +152,7 @@ impl Projector {
                 item = stream.next() => item,
             };
             pending.push(next_entry(first)?);
-            let deadline = tokio::time::Instant::now() + self.config.max_wait;
+            let deadline = batch_deadline(&pending[0], self.config.max_wait);
             while pending.len() < self.config.max_batch {
                 match tokio::time::timeout_at(deadline, stream.next()).await {
                     Ok(item) => pending.push(next_entry(item)?),
@@ -194,11 +195,67 @@ impl Projector {
     }
 }
 
+/// The least a batch waits for more events after its first was read: enough for the tail to
+/// hand over what it has fetched already, so a projector catching up still fills its batches.
+const MIN_WAIT: Duration = Duration::from_millis(2);
+
+/// When the batch that starts with `first` closes: `max_wait` after `first` occurred rather than
+/// after this loop read it, so an event that already waited in the tail while the previous batch
+/// was applied (a projector behind, or flat out) does not wait a second time and the next apply
+/// starts at once; but never sooner than `MIN_WAIT` from now. A writer's clock off from this
+/// one's only moves the deadline within [now + `MIN_WAIT`, now + `max_wait`].
+fn batch_deadline(first: &Entry, max_wait: Duration) -> tokio::time::Instant {
+    let waited = match first {
+        Entry::Event(stored) => (Utc::now() - stored.event.occurred_at).to_std().unwrap_or(Duration::ZERO),
+        Entry::Dead(_) => Duration::ZERO,
+    };
+    tokio::time::Instant::now() + max_wait.saturating_sub(waited).max(MIN_WAIT.min(max_wait))
+}
+
 /// The tail's next item as an entry: an undecodable event is a dead letter to record, not a
 /// failure (the tail has already moved past it).
 fn next_entry(item: Option<bus::Result<Stored>>) -> Result<Entry> {
     match item {
         Some(item) => Ok(entry_of(item)?),
         None => Err(Error::Invariant("the stream's tail ended".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bus::event::{Event, EventBody, Voided};
+
+    use super::*;
+
+    fn occurred(ago: chrono::Duration) -> Entry {
+        let body = EventBody::Voided(Voided { original_type: "signal.sent".into(), signal_id: None });
+        let event = Event::new("default", None, Utc::now() - ago, body);
+        Entry::Event(Stored { seq: 1, subject: "signalbus.default.signal.x".into(), event })
+    }
+
+    fn wait_of(first: &Entry) -> Duration {
+        batch_deadline(first, Duration::from_millis(20)) - tokio::time::Instant::now()
+    }
+
+    #[tokio::test]
+    async fn an_event_that_just_occurred_waits_the_whole_max_wait() {
+        // Lower bounds leave room for a slow machine between the lines.
+        let wait = wait_of(&occurred(chrono::Duration::zero()));
+        assert!(wait > Duration::from_millis(10) && wait <= Duration::from_millis(20), "{wait:?}");
+    }
+
+    #[tokio::test]
+    async fn an_event_that_waited_in_the_tail_waits_only_the_rest() {
+        let wait = wait_of(&occurred(chrono::Duration::milliseconds(12)));
+        assert!(wait <= Duration::from_millis(8), "{wait:?}");
+    }
+
+    #[tokio::test]
+    async fn an_old_event_waits_min_wait_and_a_future_one_max_wait() {
+        let old = wait_of(&occurred(chrono::Duration::hours(1)));
+        assert!(old <= MIN_WAIT, "{old:?}");
+        // A writer whose clock runs ahead of ours: never more than max_wait.
+        let ahead = wait_of(&occurred(chrono::Duration::seconds(-30)));
+        assert!(ahead > Duration::from_millis(10) && ahead <= Duration::from_millis(20), "{ahead:?}");
     }
 }
