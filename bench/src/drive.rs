@@ -57,6 +57,17 @@ pub struct DriveResult {
     pub window: Duration,
     /// In-process bus only: the projector's lag over the window (`lag.rs`).
     pub projector_lag: Option<LagResult>,
+    /// In-process bus only: the bus's own stage histograms over the window (`kept.rs`).
+    pub stages: Option<Stages>,
+}
+
+/// What the in-process bus itself recorded over the window, in µs: every append (sends and
+/// ack batches alike), and each push's time from its signal's `created_at` (taken before the
+/// append) to its session's queue.
+#[derive(Debug)]
+pub struct Stages {
+    pub append: Histogram<u64>,
+    pub time_to_delivery: Histogram<u64>,
 }
 
 /// What every task of a run counts (also the peer's, `peer/`).
@@ -162,8 +173,14 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         target.local.as_ref().map(|(b, _)| lag::spawn(b.log.clone(), b.models.clone(), clock.start, clock.end));
 
     tokio::time::sleep_until(clock.start).await;
+    let kept = target.local.as_ref().and_then(|_| crate::kept::kept());
+    if let Some(k) = kept {
+        k.append.reset();
+        k.time_to_delivery.reset();
+    }
     let events_start = target.events_so_far(&http).await?;
     tokio::time::sleep_until(clock.end).await;
+    let stages = kept.map(|k| Stages { append: k.append.snapshot(), time_to_delivery: k.time_to_delivery.snapshot() });
     let events_end = target.events_so_far(&http).await?;
     let projector_lag = match sampler {
         Some(s) => Some(s.await.context("lag sampler")?),
@@ -190,6 +207,7 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         accept_latency,
         window: cfg.duration,
         projector_lag,
+        stages,
     })
 }
 

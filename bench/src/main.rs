@@ -18,6 +18,7 @@ mod batches;
 mod bed;
 mod client;
 mod drive;
+mod kept;
 mod lag;
 mod peer;
 mod raw;

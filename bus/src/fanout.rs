@@ -27,7 +27,7 @@ const FANOUT_NAMESPACE: Uuid = Uuid::from_u128(0x9c41_d0a7_2e58_4b6f_8a13_57c2_e
 pub fn fanout_id_for(tenant: &str, from: &str, dedupe_key: Option<&str>) -> Uuid {
     match dedupe_key {
         Some(key) => Uuid::new_v5(&FANOUT_NAMESPACE, format!("{tenant}\0{from}\0{key}").as_bytes()),
-        None => Uuid::new_v4(),
+        None => crate::send::new_signal_id(),
     }
 }
 
@@ -38,7 +38,7 @@ pub fn fanout_id_for(tenant: &str, from: &str, dedupe_key: Option<&str>) -> Uuid
 pub fn member_signal_id(tenant: &str, from: &str, dedupe_key: Option<&str>, member: &str) -> Uuid {
     match dedupe_key {
         Some(key) => Uuid::new_v5(&FANOUT_NAMESPACE, format!("{tenant}\0{from}\0{key}\0{member}").as_bytes()),
-        None => Uuid::new_v4(),
+        None => crate::send::new_signal_id(),
     }
 }
 

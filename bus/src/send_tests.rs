@@ -154,3 +154,15 @@ fn given_a_nul_in_any_stored_text_when_sent_then_it_is_refused_naming_the_field(
         }
     }
 }
+
+#[test]
+fn fresh_signal_ids_are_time_ordered_and_keyed_ones_stay_derived() {
+    // Given ids made one after another without a dedupe key
+    let ids: Vec<Uuid> = (0..1000).map(|_| signal_id_for("default", "alice", None)).collect();
+    // Then each is a v7 and later ones sort after earlier ones (the read models' key order)
+    assert!(ids.iter().all(|id| id.get_version_num() == 7));
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids made later sort later");
+    // And a dedupe key still names one id, whenever it is sent
+    assert_eq!(signal_id_for("default", "alice", Some("k")), signal_id_for("default", "alice", Some("k")));
+    assert_eq!(signal_id_for("default", "alice", Some("k")).get_version_num(), 5);
+}

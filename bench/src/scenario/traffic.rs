@@ -75,9 +75,37 @@ pub(crate) async fn one_mode(
         "{mode}: {delivered_per_s} signals/s delivered, {events_per_s} events/s; send→receive p50 {} ms, p99 {} ms, p999 {} ms (send→result p50 {} ms, p99 {} ms)",
         lat["p50_ms"], lat["p99_ms"], lat["p999_ms"], acc["p50_ms"], acc["p99_ms"]
     );
+    if let Some(st) = &r.stages {
+        json["stages"] = json!({
+            "append": latency_json(&st.append),
+            "time_to_delivery": latency_json(&st.time_to_delivery),
+        });
+        let (ap, td) = (&json["stages"]["append"], &json["stages"]["time_to_delivery"]);
+        summary += &format!(
+            "\n  stages: append p50 {} / p99 {} / p999 {} ms; created→push queued p50 {} / p99 {} / p999 {} ms",
+            ap["p50_ms"], ap["p99_ms"], ap["p999_ms"], td["p50_ms"], td["p99_ms"], td["p999_ms"]
+        );
+    }
     if let Some((b, _)) = &target.local {
         // The projector must not compete with the baseline for the CPU.
         b.settle(Duration::from_secs(120)).await?;
+    }
+    // At a fixed rate: what the stream alone gives to appends shaped like a send's, at the rate
+    // the bus appended, on the same server with the bus idle.
+    if let (Some(_), Some(url), Some((msgs0, bytes0))) = (cfg.rate, &target.nats_url, before) {
+        let (msgs1, bytes1) = raw::stream_totals(url, BUS_STREAM).await?;
+        let size = ((bytes1 - bytes0) / (msgs1 - msgs0).max(1)) as usize;
+        let raw_for = cfg.duration.min(Duration::from_secs(10));
+        for (key, tail, what) in [("raw_append", false, "alone"), ("raw_append_tailed", true, "with one tail")] {
+            let h = raw::paced_latency(url, size, events_per_s, raw_for, target.replicas, tail).await?;
+            json[key] = latency_json(&h);
+            json[key]["rate"] = json!(events_per_s);
+            let ra = &json[key];
+            summary += &format!(
+                "\n  raw JetStream appends {what} at {events_per_s}/s: p50 {} / p99 {} / p999 {} ms",
+                ra["p50_ms"], ra["p99_ms"], ra["p999_ms"]
+            );
+        }
     }
     if let (true, Some(url), Some((msgs0, bytes0))) = (with_raw, &target.nats_url, before) {
         let (msgs1, bytes1) = raw::stream_totals(url, BUS_STREAM).await?;

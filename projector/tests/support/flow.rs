@@ -102,7 +102,7 @@ impl Flow {
         }
         let from = self.senders[self.rng.gen_range(0..self.senders.len())].clone();
         let to = self.rng.gen_range(0..self.recipients.len());
-        let id = Uuid::new_v4();
+        let id = bus::send::new_signal_id();
         let (name, session) = (self.recipients[to].name.clone(), self.recipients[to].session);
         let mut send = sent_pushed(id, &from, &name, session, at);
         // A pushed send must be stored before its TTL runs out; the clock here is hours behind.

@@ -112,7 +112,7 @@ impl Workload {
             17..=42 => {
                 let from = Self::pick(rng, &self.agents)?;
                 let to = Self::pick(rng, &self.agents)?;
-                let id = Uuid::new_v4();
+                let id = bus::send::new_signal_id();
                 let category = [Category::Blocker, Category::Ask, Category::Task, Category::Info][rng.gen_range(0..4)];
                 let ttl = Duration::seconds(rng.gen_range(1..600));
                 self.pending.push((id, from.clone(), to.clone(), at + ttl));
@@ -121,7 +121,7 @@ impl Workload {
             43..=45 => {
                 let from = Self::pick(rng, &self.agents)?;
                 let to = Self::pick(rng, &self.agents)?;
-                Some(bounced(Uuid::new_v4(), &from, &to, at))
+                Some(bounced(bus::send::new_signal_id(), &from, &to, at))
             }
             46..=62 => {
                 let i = (0..self.pending.len()).find(|&i| self.pending[i].3 > at)?;

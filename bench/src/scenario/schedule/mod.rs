@@ -5,7 +5,7 @@
 //! same instant in ms. Recipients record receive − `deliver_at` for every push, and ack.
 //! Reported: send rate, delivered, release lateness p50/p99/p999/max, pushes before their
 //! `deliver_at` (early: must be 0), duplicates (must be 0), the sweeper's own
-//! `signalbus_sweeper_release_lag_seconds` (`recorder.rs`, installed in this process), and from the
+//! `signalbus_sweeper_release_lag_seconds` (`crate::kept`, installed in this process), and from the
 //! stream how many signals were released more than once (must be 0). Then, with
 //! `--restart-count` > 0, the restart phase (`restart.rs`).
 //!
@@ -14,7 +14,6 @@
 //! clock. The run waits for every accepted signal until the window's end + 60 s, no longer.
 
 mod flow;
-mod recorder;
 mod restart;
 
 use std::collections::HashMap;
@@ -31,10 +30,10 @@ use tokio_util::sync::CancellationToken;
 use crate::args::Args;
 use crate::bed::Target;
 use crate::client;
+use crate::kept;
 use crate::report::{cpu_ticks, latency_json, per_sec, round, Outcome, TICKS_PER_S};
 use crate::scenario::traffic::mode_name;
 use flow::{lateness_histogram, Plan, Tally};
-use recorder::ReleaseLag;
 
 /// The deliver window of the first phase: one minute.
 const WINDOW: Duration = Duration::from_secs(60);
@@ -45,7 +44,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
     if args.url.is_some() {
         bail!("schedule starts its own bus (it restarts it and reads its metrics); --url is not supported");
     }
-    let metrics = ReleaseLag::install();
+    let metrics = kept::kept().map(|k| k.release_lag.clone());
     let mut target = Target::start(args.embedded, args.nats).await?;
     let http = reqwest::Client::new();
     let prefix = client::run_prefix();

@@ -18,10 +18,10 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::flow::{Plan, Tally};
-use super::recorder::ReleaseLag;
 use super::{connect_recipients, send_all};
 use crate::args::Args;
 use crate::bed::Target;
+use crate::kept::Series as ReleaseLag;
 use crate::report::round;
 
 /// The restart phase's deliver window.
