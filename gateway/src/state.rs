@@ -93,6 +93,7 @@ impl Gateway {
             applied: applied.clone(),
             tasks: tasks.clone(),
             config: config.clone(),
+            scheduled: Default::default(),
         });
         let lifecycle = Lifecycle {
             store: store.clone(),

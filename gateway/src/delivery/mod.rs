@@ -11,6 +11,7 @@
 pub mod confirm;
 pub mod drain;
 pub mod push;
+pub mod scheduled;
 pub mod tail;
 
 use std::borrow::Cow;
@@ -43,6 +44,8 @@ pub struct Deliverer {
     pub applied: Applied,
     /// Delayed pushes run here, so shutdown waits for them.
     pub tasks: TaskTracker,
+    /// Scheduled sends read on the tail, so their release is pushed without a read.
+    pub scheduled: scheduled::ScheduledSends,
     pub config: Arc<GatewayConfig>,
 }
 

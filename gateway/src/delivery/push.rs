@@ -75,6 +75,8 @@ impl Deliverer {
         seq: u64,
         announce: impl FnOnce(&str, &SignalSent) + Send + 'static,
     ) {
+        // Taken on every gateway, whether it pushes or not: a kept send is wanted only once.
+        let kept = self.scheduled.take(released.signal_id);
         if bus::signal::is_due(released.expires_at, Utc::now()) {
             return;
         }
@@ -84,13 +86,18 @@ impl Deliverer {
         }
         let (this, tenant, id) = (self.clone(), tenant.to_string(), released.signal_id);
         self.tasks.spawn(async move {
-            let sent = match this.store.load(&tenant, id).await {
-                Ok((state, _)) if state.status == Status::Pending => state.sent,
-                Ok(_) => None,
-                Err(e) => {
-                    tracing::warn!(error = %e, signal_id = %id, "released signal unreadable; it waits for a drain");
-                    None
-                }
+            // The send as this tail read it, or read back; either way the push's compare-and-set
+            // on the release's sequence decides, so a kept send never hands out a stale signal.
+            let sent = match kept {
+                Some(sent) => Some(Box::new(Arc::unwrap_or_clone(sent))),
+                None => match this.store.load(&tenant, id).await {
+                    Ok((state, _)) if state.status == Status::Pending => state.sent,
+                    Ok(_) => None,
+                    Err(e) => {
+                        tracing::warn!(error = %e, signal_id = %id, "released signal unreadable; it waits for a drain");
+                        None
+                    }
+                },
             };
             if let Some(sent) = sent {
                 announce(&tenant, &sent);

@@ -129,7 +129,9 @@ impl Tail {
             // Sent and pushed in one event by the gateway that held the session: nothing to push.
             EventBody::SignalSent(sent) if sent.pushed_to.is_some() => self.confirmations.delivered(sent.signal_id),
             // A scheduled send is invisible until its release, which is pushed and announced then.
-            EventBody::SignalSent(sent) if sent.deliver_at.is_some() => {}
+            EventBody::SignalSent(sent) if sent.deliver_at.is_some() => {
+                self.deliverer.scheduled.keep(sent, chrono::Utc::now());
+            }
             EventBody::SignalSent(sent) => {
                 self.deliverer.on_sent(&event.tenant, sent, stored.seq);
                 (self.announce)(&event.tenant, sent);
