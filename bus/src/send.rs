@@ -97,7 +97,7 @@ pub fn signal_id_for(tenant: &str, from: &str, dedupe_key: Option<&str>) -> Uuid
 /// row in a random leaf of the primary-key index (and dirties a different page, with a full
 /// page image in the write-ahead log after each checkpoint) where a time-ordered key appends at
 /// the index's right edge, beside the rows its later deliveries and acks update
-/// (docs/performance.md, "UUID v7 ids"). The id stays opaque: nothing reads its time back.
+/// (docs/performance.md, "Stages, UUID v7 ids, and what a stream's reader costs"). The id stays opaque: nothing reads its time back.
 pub fn new_signal_id() -> Uuid {
     Uuid::now_v7()
 }

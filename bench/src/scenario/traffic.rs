@@ -92,9 +92,8 @@ pub(crate) async fn one_mode(
     }
     // At a fixed rate: what the stream alone gives to appends shaped like a send's, at the rate
     // the bus appended, on the same server with the bus idle.
-    if let (Some(_), Some(url), Some((msgs0, bytes0))) = (cfg.rate, &target.nats_url, before) {
-        let (msgs1, bytes1) = raw::stream_totals(url, BUS_STREAM).await?;
-        let size = ((bytes1 - bytes0) / (msgs1 - msgs0).max(1)) as usize;
+    if let (Some(_), Some(url), Some(before)) = (cfg.rate, &target.nats_url, before) {
+        let size = mean_event_bytes(url, before).await?;
         let raw_for = cfg.duration.min(Duration::from_secs(10));
         for (key, tail, what) in [("raw_append", false, "alone"), ("raw_append_tailed", true, "with one tail")] {
             let h = raw::paced_latency(url, size, events_per_s, raw_for, target.replicas, tail).await?;
@@ -107,9 +106,8 @@ pub(crate) async fn one_mode(
             );
         }
     }
-    if let (true, Some(url), Some((msgs0, bytes0))) = (with_raw, &target.nats_url, before) {
-        let (msgs1, bytes1) = raw::stream_totals(url, BUS_STREAM).await?;
-        let size = ((bytes1 - bytes0) / (msgs1 - msgs0).max(1)) as usize;
+    if let (true, Some(url), Some(before)) = (with_raw, &target.nats_url, before) {
+        let size = mean_event_bytes(url, before).await?;
         let raw_for = cfg.duration.min(Duration::from_secs(10));
         let base = raw::publish_rate(url, size, raw_for, args.raw_window, target.replicas).await?;
         let raw_per_s = round(base.per_sec(), 1);
@@ -135,6 +133,13 @@ pub(crate) async fn one_mode(
     }
     target.shutdown().await;
     Ok(ModeRun { json, events_per_s, summary })
+}
+
+/// The mean stored size of the events the bus appended since `before` (messages, bytes), so a
+/// raw baseline publishes messages of the bus's size.
+async fn mean_event_bytes(url: &str, before: (u64, u64)) -> anyhow::Result<usize> {
+    let (msgs, bytes) = raw::stream_totals(url, BUS_STREAM).await?;
+    Ok(((bytes - before.1) / (msgs - before.0).max(1)) as usize)
 }
 
 pub(crate) fn drive_config(args: &Args, rate: Option<f64>) -> DriveConfig {

@@ -89,7 +89,7 @@ impl Deliverer {
             // The send as this tail read it, or read back; either way the push's compare-and-set
             // on the release's sequence decides, so a kept send never hands out a stale signal.
             let sent = match kept {
-                Some(sent) => Some(Box::new(Arc::unwrap_or_clone(sent))),
+                Some(sent) => Some(sent),
                 None => match this.store.load(&tenant, id).await {
                     Ok((state, _)) if state.status == Status::Pending => state.sent,
                     Ok(_) => None,

@@ -10,7 +10,7 @@
 //! release makes the push fail and re-decide from the stream. A send not kept is read, as before.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use bus::event::SignalSent;
 use chrono::{DateTime, Duration, Utc};
@@ -33,13 +33,13 @@ pub struct ScheduledSends {
 
 #[derive(Debug, Default)]
 struct Kept {
-    by_id: HashMap<Uuid, (Arc<SignalSent>, usize)>,
+    by_id: HashMap<Uuid, (Box<SignalSent>, usize)>,
     by_due: BTreeSet<(DateTime<Utc>, Uuid)>,
     bytes: usize,
 }
 
 impl Kept {
-    fn remove(&mut self, id: Uuid) -> Option<Arc<SignalSent>> {
+    fn remove(&mut self, id: Uuid) -> Option<Box<SignalSent>> {
         let (sent, size) = self.by_id.remove(&id)?;
         if let Some(due) = sent.deliver_at {
             self.by_due.remove(&(due, id));
@@ -62,7 +62,7 @@ impl ScheduledSends {
             kept.remove(id);
         }
         kept.remove(sent.signal_id);
-        kept.by_id.insert(sent.signal_id, (Arc::new(sent.clone()), size));
+        kept.by_id.insert(sent.signal_id, (Box::new(sent.clone()), size));
         kept.by_due.insert((due, sent.signal_id));
         kept.bytes += size;
         while kept.bytes > MAX_BYTES {
@@ -72,7 +72,7 @@ impl ScheduledSends {
     }
 
     /// The kept send of `signal_id`, no longer kept.
-    pub fn take(&self, signal_id: Uuid) -> Option<Arc<SignalSent>> {
+    pub fn take(&self, signal_id: Uuid) -> Option<Box<SignalSent>> {
         self.inner.lock().expect("scheduled sends lock").remove(signal_id)
     }
 
