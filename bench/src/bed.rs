@@ -132,7 +132,11 @@ impl Backends {
     }
 
     pub fn spawn_projector(&self) -> JoinHandle<()> {
-        let projector = Projector::new(self.log.clone(), self.models.clone(), ProjectorConfig::default());
+        let mut config = ProjectorConfig::default();
+        if let Some(ms) = knob("SIGNALBUS_BENCH_PROJECTOR_MAX_WAIT_MS") {
+            config.max_wait = Duration::from_millis(ms);
+        }
+        let projector = Projector::new(self.log.clone(), self.models.clone(), config);
         let stop = self.stop.clone();
         tokio::spawn(async move {
             if let Err(e) = projector.run(stop).await {
@@ -220,6 +224,11 @@ impl Target {
             admin_token: self.admin_token.clone(),
             send_rate: None,
             fact_rate: None,
+            max_projector_lag: match knob("SIGNALBUS_BENCH_MAX_PROJECTOR_LAG_MS") {
+                Some(0) => None,
+                Some(ms) => Some(Duration::from_millis(ms)),
+                None => gateway::GatewayConfig::default().max_projector_lag,
+            },
             ..Default::default()
         };
         let queries: Arc<dyn projector::Queries> = Arc::new(backends.models.clone());
@@ -317,4 +326,9 @@ impl Target {
             let _ = tokio::time::timeout(Duration::from_secs(15), s).await;
         }
     }
+}
+
+/// An experiment's override of a default, from the environment (unset: the default).
+fn knob(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.parse().ok()
 }

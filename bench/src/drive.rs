@@ -17,7 +17,6 @@ use std::time::Duration;
 use anyhow::Context;
 use futures::{SinkExt, StreamExt};
 use hdrhistogram::Histogram;
-use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -257,9 +256,15 @@ async fn sender(
         let frame = format!(
             r#"{{"op":"send","ref":"{k}:{stamp}","to":"{to}","type":"StatusUpdate","payload":{{"t":{stamp},"pad":"{pad}"}}}}"#
         );
-        sink.send(Message::text(frame)).await.context("send frame")?;
+        // Flat out, sends the window allows at once go out in one write (as a pipelining
+        // client's would, and as lapin's do on the peer's side); a paced send goes at once.
+        sink.feed(Message::text(frame)).await.context("send frame")?;
+        if cfg.rate.is_some() || window.available_permits() == 0 {
+            sink.flush().await.context("send frame")?;
+        }
         k += 1;
     }
+    sink.flush().await.context("send frame")?;
     // Wait for the outstanding results, so the bus is not mid-send when the next phase starts.
     let _ = tokio::time::timeout(Duration::from_secs(10), window.acquire_many(cfg.window as u32)).await;
     let _ = sink.close().await;
@@ -296,9 +301,9 @@ async fn recipient(
                     continue;
                 }
                 let now = Instant::now();
-                let v: Value = serde_json::from_str(t.as_str()).context("signal frame")?;
-                let signal = &v["signal"];
-                if let Some(sent_us) = signal["payload"]["t"].as_u64() {
+                let frame: PushFrame = serde_json::from_str(t.as_str()).context("signal frame")?;
+                let signal = frame.signal;
+                if let Some(sent_us) = signal.payload.t {
                     if sent_us >= clock.us(clock.start) && sent_us < clock.us(clock.end) {
                         hist.record(clock.us(now).saturating_sub(sent_us).max(1))?;
                     }
@@ -306,9 +311,7 @@ async fn recipient(
                 if clock.in_window(now) {
                     counters.delivered.fetch_add(1, Ordering::Relaxed);
                 }
-                if let Some(id) = signal["id"].as_str() {
-                    acks.push(id.to_string());
-                }
+                acks.push(signal.id.into_owned());
                 if acks.len() >= 64 {
                     flush_acks(&mut sink, &mut acks).await?;
                 }
@@ -321,6 +324,26 @@ async fn recipient(
     }
     let _ = sink.close().await;
     Ok(hist)
+}
+
+/// The fields of a push frame the recipient reads (the rest is skipped, not built).
+#[derive(serde::Deserialize)]
+struct PushFrame<'a> {
+    #[serde(borrow)]
+    signal: PushedSignal<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct PushedSignal<'a> {
+    #[serde(borrow)]
+    id: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    payload: StampedPayload,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct StampedPayload {
+    t: Option<u64>,
 }
 
 pub(crate) async fn flush_acks(

@@ -21,6 +21,13 @@ use super::http::{base_url, token, unreachable, Failure};
 /// Heartbeat interval when the welcome frame does not name one.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(20);
 
+/// The socket settings of the CLI's sessions (`listen`, and the MCP server's inbox): a 16 KiB
+/// read buffer, since tungstenite zeroes `read_buffer_size` bytes before every read (128 KiB by
+/// default); TCP_NODELAY is asked for at connect.
+pub(crate) fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(16 * 1024)
+}
+
 pub async fn run(args: ListenArgs) -> (Conn, Result<(), Failure>) {
     let result = listen(&args).await;
     (args.conn, result)
@@ -44,7 +51,7 @@ async fn listen(args: &ListenArgs) -> Result<(), Failure> {
     let bearer = HeaderValue::from_str(&format!("Bearer {token}"))
         .map_err(|_| Failure::Usage("the token holds characters a header cannot carry".into()))?;
     request.headers_mut().insert("authorization", bearer);
-    let (ws, _) = match tokio_tungstenite::connect_async(request).await {
+    let (ws, _) = match tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), true).await {
         Ok(ok) => ok,
         Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
             let status = resp.status().as_u16();

@@ -31,10 +31,11 @@ pub(crate) mod expire;
 mod fanout;
 pub(crate) mod groups;
 pub(crate) mod http;
-mod listen;
+pub(crate) mod listen;
 mod render;
 pub(crate) mod tokens;
 mod verbs;
 mod wait;
 
 pub use verbs::run;
+pub(crate) use listen::ws_config;

@@ -142,7 +142,7 @@ async fn connect(url: &str, token: &str) -> Result<Socket, OpenError> {
     let auth = HeaderValue::from_str(&format!("Bearer {token}"))
         .map_err(|_| OpenError::Refused { status: 401, body: "the token is not a valid header value".into() })?;
     request.headers_mut().insert(header::AUTHORIZATION, auth);
-    match tokio_tungstenite::connect_async(request).await {
+    match tokio_tungstenite::connect_async_with_config(request, Some(crate::client::ws_config()), true).await {
         Ok((socket, _)) => Ok(socket),
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             let status = response.status();

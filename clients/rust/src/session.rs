@@ -26,6 +26,28 @@ use crate::error::{BusError, Error, Result};
 use crate::shared::{ConnectionEvent, Inner};
 use crate::types::{Signal, Welcome};
 
+/// Bytes read from the socket per read call (a burst of ~25 signal frames).
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+
+/// Most queued frames written out with one flush.
+const MAX_BURST: usize = 64;
+
+/// Writes `first` and whatever else is already queued (up to `MAX_BURST` frames) with one
+/// flush: a burst of sends or acks goes out in one write, not one system call per frame.
+async fn write_burst<S>(sink: &mut S, rx: &mut mpsc::UnboundedReceiver<Message>, first: Message) -> Result<(), S::Error>
+where
+    S: futures::Sink<Message> + Unpin,
+{
+    sink.feed(first).await?;
+    for _ in 1..MAX_BURST {
+        match rx.try_recv() {
+            Ok(msg) => sink.feed(msg).await?,
+            Err(_) => break,
+        }
+    }
+    sink.flush().await
+}
+
 /// Keeps a session open until the client closes or the bus refuses the token. Logging is quiet:
 /// one WARN when an open session is lost, DEBUG per failed attempt, one INFO when a session opens
 /// again; a refusal that `connect` returns to its caller is not also logged above DEBUG.
@@ -98,6 +120,9 @@ async fn run_session(inner: &Arc<Inner>) -> Result<bool> {
     request.headers_mut().insert("authorization", bearer);
     let mut config = WebSocketConfig::default();
     config.max_message_size = Some(16 << 20);
+    // tungstenite zeroes `read_buffer_size` bytes before every read; its 128 KiB default made
+    // that memset the largest single cost of a busy session.
+    config = config.read_buffer_size(READ_BUFFER_BYTES);
     // TCP_NODELAY: small frames would otherwise wait for delayed ACKs.
     let connect = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
     let ws = tokio::select! {
@@ -166,7 +191,7 @@ async fn run_session(inner: &Arc<Inner>) -> Result<bool> {
             }
             _ = kill.cancelled() => break, // dropping both halves aborts the socket
             Some(msg) = rx.recv() => {
-                if sink.send(msg).await.is_err() { break; }
+                if write_burst(&mut sink, &mut rx, msg).await.is_err() { break; }
             }
             _ = ticker.tick() => {
                 if last_rx.elapsed() > silence_limit {

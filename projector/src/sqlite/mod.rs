@@ -45,6 +45,8 @@ impl SqliteModels {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
+            // Statement journals (a multi-row upsert's undo) in memory, not in a temp file.
+            .pragma("temp_store", "memory")
             .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new().max_connections(4).connect_with(options).await?;
         MIGRATOR.run(&pool).await.map_err(migrate_error)?;

@@ -103,7 +103,9 @@ impl EmbeddedLog {
             .journal_mode(SqliteJournalMode::Wal)
             // FULL: in WAL mode this is one fsync per commit, i.e. per batch, so an answered
             // append survives power loss; group commit is what makes that affordable.
-            .synchronous(SqliteSynchronous::Full);
+            .synchronous(SqliteSynchronous::Full)
+            // A batch's multi-row INSERT keeps its statement journal in memory, not a temp file.
+            .pragma("temp_store", "memory");
         let (conn, last_seq) = prepare_writer(writer).await?;
 
         let readers = SqlitePoolOptions::new()
