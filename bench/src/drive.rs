@@ -53,6 +53,9 @@ pub struct DriveResult {
     pub latency: Histogram<u64>,
     /// Send → the sender's `result` frame (the accept path alone, without the push).
     pub accept_latency: Histogram<u64>,
+    /// Paced runs: a send's scheduled time → its frame written to the socket, i.e. how late
+    /// the bench's own sender was (timer, scheduling, its window); part of both latencies.
+    pub send_lateness: Histogram<u64>,
     pub window: Duration,
     /// In-process bus only: the projector's lag over the window (`lag.rs`).
     pub projector_lag: Option<LagResult>,
@@ -186,8 +189,11 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         None => None,
     };
     let mut accept_latency = latency_histogram();
+    let mut send_lateness = latency_histogram();
     for s in senders {
-        accept_latency.add(s.await.context("sender task")?.context("sender")?)?;
+        let (accept, late) = s.await.context("sender task")?.context("sender")?;
+        accept_latency.add(accept)?;
+        send_lateness.add(late)?;
     }
     // In-flight signals still arrive and count for latency; nothing after the window counts
     // as delivered, so this grace only completes the histogram.
@@ -204,6 +210,7 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         events: events_end.saturating_sub(events_start),
         latency,
         accept_latency,
+        send_lateness,
         window: cfg.duration,
         projector_lag,
         stages,
@@ -223,8 +230,9 @@ async fn sender(
     pad: Arc<str>,
     clock: Clock,
     counters: Arc<Counters>,
-) -> anyhow::Result<Histogram<u64>> {
+) -> anyhow::Result<(Histogram<u64>, Histogram<u64>)> {
     let (mut sink, mut stream) = ws.split();
+    let mut lateness = latency_histogram();
     let window = Arc::new(Semaphore::new(cfg.window));
     let reader = {
         let window = window.clone();
@@ -262,6 +270,9 @@ async fn sender(
         if cfg.rate.is_some() || window.available_permits() == 0 {
             sink.flush().await.context("send frame")?;
         }
+        if cfg.rate.is_some() && clock.stamp_in_window(stamp) {
+            let _ = lateness.record(clock.us(Instant::now()).saturating_sub(stamp).max(1));
+        }
         k += 1;
     }
     sink.flush().await.context("send frame")?;
@@ -270,7 +281,7 @@ async fn sender(
     let _ = sink.close().await;
     // The bus closes the socket in answer to ours, which ends the reader.
     let accept = tokio::time::timeout(Duration::from_secs(5), reader).await.ok().and_then(Result::ok);
-    Ok(accept.unwrap_or_else(latency_histogram))
+    Ok((accept.unwrap_or_else(latency_histogram), lateness))
 }
 
 /// The send stamp carried in a result frame's `"ref":"<k>:<stamp>"`.

@@ -37,5 +37,5 @@ pub(crate) mod tokens;
 mod verbs;
 mod wait;
 
-pub use verbs::run;
 pub(crate) use listen::ws_config;
+pub use verbs::run;

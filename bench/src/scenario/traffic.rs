@@ -75,6 +75,14 @@ pub(crate) async fn one_mode(
         "{mode}: {delivered_per_s} signals/s delivered, {events_per_s} events/s; send→receive p50 {} ms, p99 {} ms, p999 {} ms (send→result p50 {} ms, p99 {} ms)",
         lat["p50_ms"], lat["p99_ms"], lat["p999_ms"], acc["p50_ms"], acc["p99_ms"]
     );
+    if cfg.rate.is_some() {
+        json["send_lateness"] = latency_json(&r.send_lateness);
+        let late = &json["send_lateness"];
+        summary += &format!(
+            "\n  the bench's own senders: scheduled → frame written p50 {} / p99 {} / p999 {} ms",
+            late["p50_ms"], late["p99_ms"], late["p999_ms"]
+        );
+    }
     if let Some(st) = &r.stages {
         json["stages"] = json!({
             "append": latency_json(&st.append),
