@@ -83,7 +83,7 @@ pub async fn create_group(
 /// before every read call; its default (128 KiB) made that memset 5 % of a flat-out bench
 /// process's CPU, billed to the bus it shares the cores with. 16 KiB still takes a burst of
 /// ~25 signal frames per read.
-pub fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
     tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(16 * 1024)
 }
 

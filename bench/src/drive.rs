@@ -267,10 +267,11 @@ async fn sender(
         // Flat out, sends the window allows at once go out in one write (as a pipelining
         // client's would, and as lapin's do on the peer's side); a paced send goes at once.
         sink.feed(Message::text(frame)).await.context("send frame")?;
-        if cfg.rate.is_some() || window.available_permits() == 0 {
+        let paced = cfg.rate.is_some();
+        if paced || window.available_permits() == 0 {
             sink.flush().await.context("send frame")?;
         }
-        if cfg.rate.is_some() && clock.stamp_in_window(stamp) {
+        if paced && clock.stamp_in_window(stamp) {
             let _ = lateness.record(clock.us(Instant::now()).saturating_sub(stamp).max(1));
         }
         k += 1;
