@@ -57,6 +57,7 @@ pub async fn open_log(mode: &Mode, args: &ServerArgs) -> anyhow::Result<SharedLo
                 stream: args.stream.clone(),
                 max_age: args.retention,
                 replicas: usize::from(args.replicas),
+                ..Default::default()
             };
             let log = bus::log::jetstream::JetStreamLog::connect(nats_url, config)
                 .await

@@ -25,7 +25,7 @@ pub const PROJECTOR_COUNT: usize = 200_000;
 #[command(name = "bench", about = "signalbus benchmarks")]
 pub struct Args {
     /// throughput | latency | connections | memory | sweeper | rebuild | projector | peer | directives | fanout |
-    /// failover | schedule | waiters
+    /// failover | schedule | waiters | loads
     pub scenario: String,
     /// Measurement window (of each phase, for `directives` and `fanout`, whose default is
     /// shorter: `DEFAULT_PHASE`).
@@ -76,7 +76,7 @@ pub struct Args {
     /// Idle sessions (connections).
     #[arg(long, default_value_t = 10_000)]
     pub sessions: usize,
-    /// Signals (sweeper, schedule; 100,000 for schedule when not given) or events (rebuild; projector,
+    /// Signals (sweeper, loads, schedule; 100,000 for schedule when not given) or events (rebuild; projector,
     /// whose default is `PROJECTOR_COUNT`).
     #[arg(long, default_value_t = 1_000_000)]
     pub count: usize,

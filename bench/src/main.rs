@@ -2,7 +2,7 @@
 //! starts its own bus in this process (private nats-server + fresh PostgreSQL database, or
 //! embedded with `--embedded`) or targets `--url`, drives one workload and prints one JSON line
 //! of results followed by a short human summary. Scenarios: throughput, latency, connections,
-//! memory, sweeper, rebuild, projector, peer, directives, fanout, failover, schedule, waiters (see
+//! memory, sweeper, rebuild, projector, peer, directives, fanout, failover, schedule, waiters, loads (see
 //! `docs/performance.md`).
 //!
 //! Deliberately no pass/fail thresholds: targets are ratios and budgets read off the output,
@@ -87,6 +87,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "failover" => scenario::failover::run(&args).await?,
         "schedule" => scenario::schedule::run(&args).await?,
         "waiters" => scenario::waiters::run(&args).await?,
+        "loads" => scenario::loads::run(&args).await?,
         other => {
             bail!(
                 "unknown scenario {other:?}: throughput, latency, connections, memory, sweeper, rebuild, projector, \

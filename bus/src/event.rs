@@ -108,6 +108,8 @@ pub type Actor = String;
 /// One recorded fact with its envelope.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
+    /// Time-ordered (v7): the embedded log's unique index on it then grows at its right edge
+    /// instead of dirtying a random page per append.
     pub event_id: Uuid,
     pub schema_version: u16,
     pub tenant: String,
@@ -331,7 +333,7 @@ impl Event {
     /// A new event with a fresh id, the current schema version, and no causation.
     pub fn new(tenant: impl Into<String>, actor: Option<Actor>, occurred_at: DateTime<Utc>, body: EventBody) -> Self {
         Event {
-            event_id: Uuid::new_v4(),
+            event_id: Uuid::now_v7(),
             schema_version: SCHEMA_VERSION,
             tenant: tenant.into(),
             occurred_at,

@@ -89,7 +89,19 @@ impl SignalStore {
     /// The signal's state folded from the stream, and the newest sequence on its subject.
     pub async fn load(&self, tenant: &str, signal_id: Uuid) -> Result<(SignalState, u64)> {
         let subject = self.log.subjects().of(tenant, Entity::Signal(signal_id));
-        let stored = self.log.read_subject(&subject).await?;
+        let stored = match born_of(signal_id) {
+            Some(born) => {
+                let stored = self.log.read_subject_born(&subject, born).await?;
+                // A read from a bound that was too late (a clock far off) misses the signal's
+                // birth: then the whole subject. So does "nothing there", which must be true.
+                if stored.first().is_some_and(|s| is_birth(&s.event.body)) {
+                    stored
+                } else {
+                    self.log.read_subject(&subject).await?
+                }
+            }
+            None => self.log.read_subject(&subject).await?,
+        };
         let last = stored.last().map_or(0, |s| s.seq);
         Ok((SignalState::from_events(stored.iter().map(|s: &Stored| &s.event.body)), last))
     }
@@ -286,6 +298,23 @@ impl SignalStore {
         }
         Err(Error::Unavailable(format!("token {token_id} is too contended")))
     }
+}
+
+/// When a signal was made, if its id says (a v7 id's first 48 bits are its unix milliseconds;
+/// ids made before v7 do not say).
+fn born_of(id: Uuid) -> Option<DateTime<Utc>> {
+    if id.get_version_num() != 7 {
+        return None;
+    }
+    let b = id.as_bytes();
+    let ms = u64::from_be_bytes([0, 0, b[0], b[1], b[2], b[3], b[4], b[5]]);
+    DateTime::from_timestamp_millis(i64::try_from(ms).ok()?)
+}
+
+/// Whether `body` can be the first event on a signal's subject: its send, or the bounce that
+/// took its place.
+fn is_birth(body: &EventBody) -> bool {
+    matches!(body, EventBody::SignalSent(_) | EventBody::SignalBounced(_))
 }
 
 /// The signal a state describes, or `NotFound`.

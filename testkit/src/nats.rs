@@ -84,6 +84,11 @@ impl NatsServer {
         self.port
     }
 
+    /// The server process's id while it runs (a benchmark reads its CPU time).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     /// The JetStream store directory (`-sd`); it survives `stop` and `restart`.
     pub fn store_dir(&self) -> PathBuf {
         self.dir.path().join("jetstream")

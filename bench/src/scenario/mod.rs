@@ -6,6 +6,7 @@ pub mod connections;
 pub mod directives;
 pub mod failover;
 pub mod fanout;
+pub mod loads;
 pub mod memory;
 pub mod peer;
 pub mod projector;

@@ -107,12 +107,23 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
 
 /// Records an async `StatusUpdate` to an offline recipient as if sent at `at` with a 60 s TTL.
 async fn send_overdue(store: &SignalStore, i: usize, at: DateTime<Utc>) -> anyhow::Result<()> {
+    send_at(store, i, at, 60).await.map(drop)
+}
+
+/// Records async `StatusUpdate` number `i` to an offline recipient as if sent at `at` with a
+/// TTL of `ttl_seconds`, through `record_send` as the gateway records one; its id.
+pub(crate) async fn send_at(
+    store: &SignalStore,
+    i: usize,
+    at: DateTime<Utc>,
+    ttl_seconds: u64,
+) -> anyhow::Result<uuid::Uuid> {
     let req = SendRequest {
         to: format!("bench-r{}", i % 100),
         signal_type: "StatusUpdate".into(),
         payload: json!({"n": i}),
         delivery_class: None,
-        ttl_seconds: Some(60),
+        ttl_seconds: Some(ttl_seconds),
         correlation_id: None,
         dedupe_key: None,
         deliver_after_seconds: None,
@@ -126,11 +137,12 @@ async fn send_overdue(store: &SignalStore, i: usize, at: DateTime<Utc>) -> anyho
     };
     let decision = decide_send(&TypeTable::default(), TENANT, "bench-sender", req, offline, at, SendLimits::default())
         .map_err(|e| anyhow::anyhow!("decide_send: {e}"))?;
-    if !matches!(decision, SendDecision::Accepted(_)) {
+    let SendDecision::Accepted(sent) = &decision else {
         bail!("an async send to an offline recipient must be queued");
-    }
+    };
+    let id = sent.signal_id;
     store.record_send(TENANT, "bench-sender", decision, at).await.context("record_send")?;
-    Ok(())
+    Ok(id)
 }
 
 /// The sweeper's newest status fact (`signalbus/sweeper`), once its run has reported.

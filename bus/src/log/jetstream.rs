@@ -43,6 +43,7 @@ mod direct;
 mod errors;
 mod event_log;
 mod fanout;
+mod marks;
 mod messages;
 mod stream_check;
 mod subject_reads;
@@ -68,11 +69,19 @@ pub struct JetStreamConfig {
     pub max_age: Duration,
     /// Replicas of the stream on a clustered JetStream (1: a single server).
     pub replicas: usize,
+    /// On nats-server 2.9, a subject read starts at a time mark only if that skips at least
+    /// this many events (`marks.rs`; tests lower it to see marks used on a short stream).
+    pub min_mark_skip: u64,
 }
 
 impl Default for JetStreamConfig {
     fn default() -> Self {
-        Self { stream: "SIGNALBUS".to_string(), max_age: Duration::from_secs(30 * 24 * 3600), replicas: 1 }
+        Self {
+            stream: "SIGNALBUS".to_string(),
+            max_age: Duration::from_secs(30 * 24 * 3600),
+            replicas: 1,
+            min_mark_skip: marks::WORTH_SKIPPING,
+        }
     }
 }
 
@@ -96,6 +105,13 @@ pub struct JetStreamLog {
     node_listener: std::sync::Once,
     /// The upstream every `tail` of this log shares, started by the first one.
     fanout: std::sync::Mutex<Option<fanout::Fanout>>,
+    /// Time → sequence bounds, so a subject read starts near its first event (`marks.rs`).
+    marks: std::sync::Arc<marks::Marks>,
+    /// Whether the server walks message blocks one by one from where a subject read starts
+    /// (nats-server before 2.10), which makes starting at a mark worth it.
+    walks_blocks: bool,
+    /// `JetStreamConfig::min_mark_skip`.
+    min_mark_skip: u64,
 }
 
 /// A `read` consumer standing at `next`. A fetch from a consumer the server no longer has

@@ -63,6 +63,16 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
     /// Every event stored under `subject`, oldest first.
     async fn read_subject(&self, subject: &str) -> Result<Vec<Stored>>;
 
+    /// Every event stored under `subject` from about `born` on: a backend may start its search
+    /// shortly before that instant (the subject's first event was made then by the writer's
+    /// clock, e.g. a v7 id's time). When `born` is wrong (a clock far off) the answer may miss
+    /// the subject's first events, so a caller checks the first event it gets and otherwise
+    /// reads with `read_subject`. Backends that find a subject's events by an index ignore it.
+    async fn read_subject_born(&self, subject: &str, born: chrono::DateTime<chrono::Utc>) -> Result<Vec<Stored>> {
+        let _ = born;
+        self.read_subject(subject).await
+    }
+
     /// The newest event stored under `subject`, if any. O(1): used to assign per-plugin seqs.
     async fn last_on_subject(&self, subject: &str) -> Result<Option<Stored>>;
 

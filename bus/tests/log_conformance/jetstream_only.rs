@@ -88,7 +88,12 @@ async fn reconnect_updates_max_age() {
     let first = connect(&server.url(), &stream, 1).await;
     let shared: SharedLog = first.clone();
     append_n(&shared, &[Uuid::new_v4()], 2).await;
-    let config = JetStreamConfig { stream: stream.clone(), max_age: Duration::from_secs(3600), replicas: 1 };
+    let config = JetStreamConfig {
+        stream: stream.clone(),
+        max_age: Duration::from_secs(3600),
+        replicas: 1,
+        ..Default::default()
+    };
     let second = JetStreamLog::connect(&server.url(), config).await.unwrap();
     assert_eq!(second.last_seq().await.unwrap(), 2);
     let nats = async_nats::connect(server.url()).await.unwrap();
@@ -97,7 +102,8 @@ async fn reconnect_updates_max_age() {
     assert!(info.config.allow_direct);
     assert_eq!(info.config.subjects, vec![format!("{}.>", stream.to_lowercase())]);
     // Shorter than the duplicate window: the window shrinks with it instead of failing.
-    let config = JetStreamConfig { stream: stream.clone(), max_age: Duration::from_secs(30), replicas: 1 };
+    let config =
+        JetStreamConfig { stream: stream.clone(), max_age: Duration::from_secs(30), replicas: 1, ..Default::default() };
     let third = JetStreamLog::connect(&server.url(), config).await.unwrap();
     assert_eq!(third.last_seq().await.unwrap(), 2);
 }

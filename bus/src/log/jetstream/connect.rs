@@ -65,6 +65,9 @@ fn valid_stream_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// How far before an existing stream's end its history's first probe is (`probe_history`).
+const NEAREST_PROBE: u64 = 4096;
+
 impl JetStreamLog {
     /// Connects to `url` (one server, or a comma-separated list of a cluster's servers), and
     /// creates the stream if it does not exist (or updates its `max_age`). A stream that exists
@@ -118,29 +121,68 @@ impl JetStreamLog {
             stream = js.get_stream(&config.stream).await.map_err(|e| unavailable("cannot open stream", e))?;
         }
         debug!(stream = %config.stream, prefix = subjects.prefix(), "jetstream log opened");
+        let reads = ReadPath::for_replicas(config.replicas);
+        let marks = std::sync::Arc::new(super::marks::Marks::default());
+        let walks_blocks = walks_blocks(&client.server_info().version);
+        if walks_blocks {
+            tokio::spawn(probe_history(stream.clone(), reads, marks.clone()));
+        }
         Ok(JetStreamLog {
             client,
             js,
             drops,
             stream,
             subjects,
-            reads: ReadPath::for_replicas(config.replicas),
+            reads,
             cursor: Mutex::new(None),
             nodes: std::sync::Arc::new(crate::log::nodes::NodeBook::new(false)),
             node_listener: std::sync::Once::new(),
             fanout: Default::default(),
+            marks,
+            walks_blocks,
+            min_mark_skip: config.min_mark_skip,
         })
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Whether a server of `version` ("2.9.10") finds a subject's next message by visiting its
+/// message blocks one by one from the start sequence: releases before 2.10, which added an index
+/// of each subject's first block. An unreadable version is taken as a newer one.
+fn walks_blocks(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    matches!((parts.next().flatten(), parts.next().flatten()), (Some(major), Some(minor)) if (major, minor) < (2, 10))
+}
 
-    #[test]
-    fn the_first_reconnect_is_immediate_and_later_ones_wait_at_most_a_second() {
-        assert_eq!(reconnect_delay(1), Duration::ZERO);
-        assert_eq!(reconnect_delay(2), Duration::from_millis(100));
-        assert_eq!(reconnect_delay(50), Duration::from_secs(1));
+/// Marks the stream's history with the stored times of sequences `NEAREST_PROBE`, twice that,
+/// four times that, ... before its end (and its first), so subjects older than this process's
+/// own appends are not read from sequence 1. A subject read walks to the stream's end anyway
+/// (its last "next on this subject" finds nothing), so starting at the probe before a signal's
+/// birth at most doubles that walk: about log2(stream ÷ 4,096) probes (16 for 268 million
+/// events), newest first, in the background, one at a time (each costs the server one block
+/// load). A failed probe ends them: the marks are only a help.
+async fn probe_history(stream: stream::Stream, reads: ReadPath, marks: std::sync::Arc<super::marks::Marks>) {
+    let mut stream = stream;
+    let started = std::time::Instant::now();
+    let (first, last) = match stream.info().await {
+        Ok(info) => (info.state.first_sequence, info.state.last_sequence),
+        Err(e) => return debug!(error = %e, "no history probes: cannot read stream info"),
+    };
+    if last <= first {
+        return;
     }
+    let mut back = NEAREST_PROBE;
+    let mut probes = 0;
+    loop {
+        let seq = last.saturating_sub(back).max(first);
+        match super::subject_reads::stored_at(&stream, reads, seq).await {
+            Ok(at) => marks.note_stored(at, seq),
+            Err(e) => return debug!(seq, error = %e, "history probes stopped"),
+        }
+        probes += 1;
+        if seq == first {
+            break;
+        }
+        back = back.saturating_mul(2);
+    }
+    debug!(first, last, probes, elapsed_ms = started.elapsed().as_millis() as u64, "stream history probed");
 }

@@ -29,14 +29,27 @@ impl EventLog for JetStreamLog {
     async fn append(&self, event: &Event, expect: Expect) -> Result<Appended> {
         let subject = self.subjects.for_event(event);
         let result = append::append(self, subject.clone(), event, expect).await;
-        if let Err(Error::Conflict { expected, found, .. }) = &result {
-            debug!(subject = %subject, expected, ?found, "append lost a compare-and-set");
+        match &result {
+            // Stored by now: a bound for subjects born later (`marks.rs`).
+            Ok(a) => self.marks.note_append(chrono::Utc::now(), a.seq),
+            Err(Error::Conflict { expected, found, .. }) => {
+                debug!(subject = %subject, expected, ?found, "append lost a compare-and-set");
+            }
+            Err(_) => {}
         }
         result
     }
 
     async fn read_subject(&self, subject: &str) -> Result<Vec<Stored>> {
-        subject_reads::read_subject(&self.stream, self.reads, subject).await
+        subject_reads::read_subject(&self.stream, self.reads, subject, 1).await
+    }
+
+    async fn read_subject_born(&self, subject: &str, born: chrono::DateTime<chrono::Utc>) -> Result<Vec<Stored>> {
+        let from = if self.walks_blocks { self.marks.start_for(born) } else { 1 };
+        // A start inside a block can cost the server a scan of that block's rest (2.9 scans
+        // linearly when few messages remain after the start), so only a long skip is worth it.
+        let from = if from >= self.min_mark_skip { from } else { 1 };
+        subject_reads::read_subject(&self.stream, self.reads, subject, from).await
     }
 
     async fn last_on_subject(&self, subject: &str) -> Result<Option<Stored>> {

@@ -37,11 +37,12 @@ impl ReadPath {
     }
 }
 
-/// Every event on `subject`, oldest first: a signal has a handful, walked with "next message on
-/// the subject from this sequence".
-pub(super) async fn read_subject(stream: &Stream, path: ReadPath, subject: &str) -> Result<Vec<Stored>> {
+/// Every event on `subject` from sequence `from` on, oldest first: a signal has a handful,
+/// walked with "next message on the subject from this sequence" (on nats-server 2.9 each walk
+/// visits the message blocks from there on, so `from` is worth knowing: `marks.rs`).
+pub(super) async fn read_subject(stream: &Stream, path: ReadPath, subject: &str, from: u64) -> Result<Vec<Stored>> {
     let mut out = Vec::new();
-    let mut from = 1;
+    let mut from = from.max(1);
     loop {
         let msg = match path {
             ReadPath::Direct => match stream.direct_get_next_for_subject(subject, Some(from)).await {
@@ -76,6 +77,18 @@ pub(super) async fn last_on_subject(stream: &Stream, path: ReadPath, subject: &s
         },
     };
     Ok(Some(stored(msg.sequence, msg.subject.as_str(), &msg.payload, msg.time)?))
+}
+
+/// When the message at `seq` was stored (a probe for `marks.rs`).
+pub(super) async fn stored_at(stream: &Stream, path: ReadPath, seq: u64) -> Result<chrono::DateTime<chrono::Utc>> {
+    let time = match path {
+        ReadPath::Direct => stream.direct_get(seq).await.map_err(|e| unavailable("cannot read a message", e))?.time,
+        ReadPath::Leader => {
+            stream.get_raw_message(seq).await.map_err(|e| unavailable("cannot read a message", e))?.time
+        }
+    };
+    chrono::DateTime::from_timestamp(time.unix_timestamp(), time.nanosecond())
+        .ok_or_else(|| Error::Decode(format!("message {seq} has an impossible timestamp")))
 }
 
 /// The message at `seq` (an append's answer read back to check when it was stored).

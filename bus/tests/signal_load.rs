@@ -1,0 +1,141 @@
+//! Loading a signal from a long JetStream stream: the read starts at a mark shortly before the
+//! time in the signal's v7 id (`log/jetstream/marks.rs`) instead of at sequence 1, and a signal
+//! whose id's clock was far off is still loaded whole, never answered `not_found` or half.
+//!
+//! Marks are used on nats-server 2.9.10 only, whose subject walks visit every block from where
+//! they start (2.10 and later find a subject's first block themselves); the embedded log finds
+//! a subject's events by an index and ignores the bound. These streams are short, so the logs
+//! here start at a mark whatever it skips (`min_mark_skip: 1`).
+
+mod support;
+
+use std::time::Duration;
+
+use bus::catalog::{Category, DeliveryClass};
+use bus::event::{Entity, Event, EventBody, PublishPath, RecipientState, SignalSent};
+use bus::log::jetstream::{JetStreamConfig, JetStreamLog};
+use bus::log::{Expect, SharedLog};
+use bus::signal::{SignalState, Status};
+use bus::store::SignalStore;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use support::{event_on, unique_stream, TENANT};
+use testkit::{NatsServer, NatsVersion};
+use uuid::{Timestamp, Uuid};
+
+/// A v7 id that says it was made at `at`.
+fn id_made_at(at: DateTime<Utc>) -> Uuid {
+    let ms = at.timestamp_millis() as u64;
+    Uuid::new_v7(Timestamp::from_unix(uuid::NoContext, ms / 1000, (ms % 1000) as u32 * 1_000_000))
+}
+
+fn sent(signal_id: Uuid) -> Event {
+    let now = Utc::now();
+    let body = SignalSent {
+        signal_id,
+        from: "alice".into(),
+        to: "bob".into(),
+        signal_type: "StatusUpdate".into(),
+        category: Category::Task,
+        priority: 1,
+        payload: "{}".into(),
+        delivery_class: DeliveryClass::Async,
+        created_at: now,
+        expires_at: now + chrono::Duration::hours(24),
+        recipient_state: RecipientState::NotAvailableOffline,
+        publish_path: PublishPath::QueuedOffline,
+        correlation_id: None,
+        dedupe_key: None,
+        redacted: vec![],
+        resolved_to_session: None,
+        pushed_to: None,
+        fanout_id: None,
+        deliver_at: None,
+    };
+    Event::new(TENANT, Some("alice".into()), now, EventBody::SignalSent(Box::new(body)))
+}
+
+/// A log on `stream` that starts a subject read at any mark.
+async fn connect(url: &str, stream: &str) -> SharedLog {
+    let config = JetStreamConfig { stream: stream.to_string(), min_mark_skip: 1, ..Default::default() };
+    Arc::new(JetStreamLog::connect(url, config).await.expect("connect jetstream log"))
+}
+
+async fn fill(log: &SharedLog, n: usize) {
+    for _ in 0..n {
+        log.append(&event_on(Uuid::new_v4()), Expect::Any).await.expect("append filler");
+    }
+}
+
+/// A signal in the first half of a stream, read through a log opened afterwards (so its marks
+/// come from probing the stream's history): with a bound from a clock an hour ahead the read
+/// starts past the signal and finds nothing — the bound is used — yet `load` answers the whole
+/// signal, because a read that misses the signal's birth is done again from the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_is_loaded_whole_whatever_its_ids_clock_says() {
+    let nats = NatsServer::start().await;
+    let stream = unique_stream();
+    let writer = connect(&nats.url(), &stream).await;
+    let early = Uuid::now_v7();
+    let ahead = id_made_at(Utc::now() + chrono::Duration::hours(1));
+    fill(&writer, 50).await;
+    for id in [early, ahead] {
+        writer.append(&sent(id), Expect::LastSubjectSeq(0)).await.expect("append the send");
+        writer.append(&event_on(id), Expect::Any).await.expect("append the ack");
+    }
+    // More than the 4,096 events before the stream's end where the history's newest probe is.
+    fill(&writer, 4200).await;
+
+    let reader = connect(&nats.url(), &stream).await;
+    let subject = reader.subjects().of(TENANT, Entity::Signal(ahead));
+    let an_hour_on = Utc::now() + chrono::Duration::hours(1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !reader.read_subject_born(&subject, an_hour_on).await.expect("read from a bound").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the history probes never marked the stream");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let store = SignalStore::new(reader.clone());
+    for id in [early, ahead] {
+        let (state, last) = store.load(TENANT, id).await.expect("load");
+        assert_eq!(state.sent.as_ref().map(|s| s.signal_id), Some(id), "the send of {id}");
+        assert_eq!(state.status, Status::Pending, "{id}");
+        let whole = reader.read_subject(&reader.subjects().of(TENANT, Entity::Signal(id))).await.unwrap();
+        assert_eq!(whole.len(), 2);
+        assert_eq!(state, SignalState::from_events(whole.iter().map(|s| &s.event.body)));
+        assert_eq!(last, whole[1].seq, "the newest sequence on {id}'s subject");
+    }
+    let (missing, last) = store.load(TENANT, Uuid::now_v7()).await.expect("load a signal never sent");
+    assert!(missing.sent.is_none() && last == 0);
+}
+
+/// The marks a writer leaves with its own appends: a signal made now is read from near its
+/// send, and everything on its subject is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_signal_is_read_from_near_its_send() {
+    let nats = NatsServer::start().await;
+    let log = connect(&nats.url(), &unique_stream()).await;
+    fill(&log, 20).await;
+    let id = Uuid::now_v7();
+    let a = log.append(&sent(id), Expect::LastSubjectSeq(0)).await.expect("append the send");
+    log.append(&event_on(id), Expect::Any).await.expect("append the ack");
+    let subject = log.subjects().of(TENANT, Entity::Signal(id));
+    let from_born = log.read_subject_born(&subject, Utc::now()).await.unwrap();
+    assert_eq!(from_born, log.read_subject(&subject).await.unwrap());
+    assert_eq!(from_born.first().map(|s| s.seq), Some(a.seq));
+}
+
+/// nats-server 2.10 and later find a subject's first block from sequence 1 themselves: no mark
+/// is used there, so even a bound from a clock an hour ahead reads the whole subject.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn current_servers_read_every_subject_from_the_start() {
+    let nats = NatsServer::start_version(NatsVersion::Current).await;
+    let log = connect(&nats.url(), &unique_stream()).await;
+    let id = Uuid::now_v7();
+    log.append(&sent(id), Expect::LastSubjectSeq(0)).await.expect("append the send");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    fill(&log, 20).await;
+    let subject = log.subjects().of(TENANT, Entity::Signal(id));
+    let an_hour_on = Utc::now() + chrono::Duration::hours(1);
+    assert_eq!(log.read_subject_born(&subject, an_hour_on).await.unwrap(), log.read_subject(&subject).await.unwrap());
+}
