@@ -61,10 +61,15 @@ async fn connect(url: &str, stream: &str) -> SharedLog {
     Arc::new(JetStreamLog::connect(url, config).await.expect("connect jetstream log"))
 }
 
-async fn fill(log: &SharedLog, n: usize) {
+/// Appends `n` events, each on a subject of its own; their signal ids.
+async fn fill(log: &SharedLog, n: usize) -> Vec<Uuid> {
+    let mut ids = Vec::with_capacity(n);
     for _ in 0..n {
-        log.append(&event_on(Uuid::new_v4()), Expect::Any).await.expect("append filler");
+        let id = Uuid::new_v4();
+        log.append(&event_on(id), Expect::Any).await.expect("append filler");
+        ids.push(id);
     }
+    ids
 }
 
 /// A signal in the first half of a stream, read through a log opened afterwards (so its marks
@@ -78,7 +83,7 @@ async fn a_signal_is_loaded_whole_whatever_its_ids_clock_says() {
     let writer = connect(&nats.url(), &stream).await;
     let early = Uuid::now_v7();
     let ahead = id_made_at(Utc::now() + chrono::Duration::hours(1));
-    fill(&writer, 50).await;
+    let old = fill(&writer, 50).await;
     for id in [early, ahead] {
         writer.append(&sent(id), Expect::LastSubjectSeq(0)).await.expect("append the send");
         writer.append(&event_on(id), Expect::Any).await.expect("append the ack");
@@ -87,12 +92,15 @@ async fn a_signal_is_loaded_whole_whatever_its_ids_clock_says() {
     fill(&writer, 4200).await;
 
     let reader = connect(&nats.url(), &stream).await;
-    let subject = reader.subjects().of(TENANT, Entity::Signal(ahead));
     let an_hour_on = Utc::now() + chrono::Duration::hours(1);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !reader.read_subject_born(&subject, an_hour_on).await.expect("read from a bound").is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "the history probes never marked the stream");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    // Each look at another old subject: one read from 1 teaches the log where it begins.
+    let mut looks = old.iter().map(|id| reader.subjects().of(TENANT, Entity::Signal(*id)));
+    loop {
+        let subject = looks.next().expect("the history probes marked the stream within 50 looks");
+        if reader.read_subject_born(&subject, an_hour_on).await.expect("read from a bound").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
     let store = SignalStore::new(reader.clone());
@@ -138,4 +146,26 @@ async fn current_servers_read_every_subject_from_the_start() {
     let subject = log.subjects().of(TENANT, Entity::Signal(id));
     let an_hour_on = Utc::now() + chrono::Duration::hours(1);
     assert_eq!(log.read_subject_born(&subject, an_hour_on).await.unwrap(), log.read_subject(&subject).await.unwrap());
+}
+
+/// A log remembers where a subject begins; when the stream is made anew under the same name
+/// (an operator's purge), the remembered start finds nothing and the subject is read from 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subject_is_read_whole_after_its_stream_was_made_anew() {
+    let nats = NatsServer::start().await;
+    let stream = unique_stream();
+    let log = connect(&nats.url(), &stream).await;
+    fill(&log, 30).await;
+    let id = Uuid::now_v7();
+    let subject = log.subjects().of(TENANT, Entity::Signal(id));
+    log.append(&sent(id), Expect::LastSubjectSeq(0)).await.expect("append the send");
+    assert_eq!(log.read_subject(&subject).await.unwrap().len(), 1);
+
+    let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.expect("connect"));
+    js.delete_stream(&stream).await.expect("delete the stream");
+    let anew = connect(&nats.url(), &stream).await;
+    let again = anew.append(&event_on(id), Expect::Any).await.expect("append on the new stream");
+    assert_eq!(again.seq, 1);
+    let read = log.read_subject(&subject).await.expect("read through the old log");
+    assert_eq!(read.iter().map(|s| s.seq).collect::<Vec<_>>(), vec![1]);
 }

@@ -43,6 +43,7 @@ mod direct;
 mod errors;
 mod event_log;
 mod fanout;
+mod firsts;
 mod marks;
 mod messages;
 mod stream_check;
@@ -105,6 +106,8 @@ pub struct JetStreamLog {
     node_listener: std::sync::Once,
     /// The upstream every `tail` of this log shares, started by the first one.
     fanout: std::sync::Mutex<Option<fanout::Fanout>>,
+    /// Where recently used subjects begin, so reading one again starts there (`firsts.rs`).
+    firsts: firsts::Firsts,
     /// Time → sequence bounds, so a subject read starts near its first event (`marks.rs`).
     marks: std::sync::Arc<marks::Marks>,
     /// Whether the server walks message blocks one by one from where a subject read starts

@@ -138,6 +138,7 @@ impl JetStreamLog {
             nodes: std::sync::Arc::new(crate::log::nodes::NodeBook::new(false)),
             node_listener: std::sync::Once::new(),
             fanout: Default::default(),
+            firsts: Default::default(),
             marks,
             walks_blocks,
             min_mark_skip: config.min_mark_skip,

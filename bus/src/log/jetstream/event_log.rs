@@ -30,8 +30,14 @@ impl EventLog for JetStreamLog {
         let subject = self.subjects.for_event(event);
         let result = append::append(self, subject.clone(), event, expect).await;
         match &result {
-            // Stored by now: a bound for subjects born later (`marks.rs`).
-            Ok(a) => self.marks.note_append(chrono::Utc::now(), a.seq),
+            Ok(a) => {
+                // Stored by now: a bound for subjects born later (`marks.rs`).
+                self.marks.note_append(chrono::Utc::now(), a.seq);
+                // Stored on an empty subject (or a repeat of that): the subject begins here.
+                if expect == Expect::LastSubjectSeq(0) {
+                    self.firsts.note(&subject, a.seq);
+                }
+            }
             Err(Error::Conflict { expected, found, .. }) => {
                 debug!(subject = %subject, expected, ?found, "append lost a compare-and-set");
             }
@@ -41,7 +47,7 @@ impl EventLog for JetStreamLog {
     }
 
     async fn read_subject(&self, subject: &str) -> Result<Vec<Stored>> {
-        subject_reads::read_subject(&self.stream, self.reads, subject, 1).await
+        self.read_subject_from(subject, 1).await
     }
 
     async fn read_subject_born(&self, subject: &str, born: chrono::DateTime<chrono::Utc>) -> Result<Vec<Stored>> {
@@ -49,7 +55,7 @@ impl EventLog for JetStreamLog {
         // A start inside a block can cost the server a scan of that block's rest (2.9 scans
         // linearly when few messages remain after the start), so only a long skip is worth it.
         let from = if from >= self.min_mark_skip { from } else { 1 };
-        subject_reads::read_subject(&self.stream, self.reads, subject, from).await
+        self.read_subject_from(subject, from).await
     }
 
     async fn last_on_subject(&self, subject: &str) -> Result<Option<Stored>> {
@@ -167,5 +173,25 @@ impl EventLog for JetStreamLog {
 
     async fn ping(&self) -> Result<()> {
         self.stream.get_info().await.map(|_| ()).map_err(|e| unavailable("stream does not answer", e))
+    }
+}
+
+impl JetStreamLog {
+    /// Every event on `subject` from where it begins, when that is known (`firsts.rs`: exact),
+    /// else from `bound` (1, or a mark the caller checks). A whole read teaches where the
+    /// subject begins; a known start that finds nothing is forgotten and read past.
+    async fn read_subject_from(&self, subject: &str, bound: u64) -> Result<Vec<Stored>> {
+        if let Some(first) = self.firsts.get(subject) {
+            let stored = subject_reads::read_subject(&self.stream, self.reads, subject, first).await?;
+            if !stored.is_empty() {
+                return Ok(stored);
+            }
+            self.firsts.forget(subject);
+        }
+        let stored = subject_reads::read_subject(&self.stream, self.reads, subject, bound).await?;
+        if let (1, Some(first)) = (bound, stored.first()) {
+            self.firsts.note(subject, first.seq);
+        }
+        Ok(stored)
     }
 }
