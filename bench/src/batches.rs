@@ -2,7 +2,7 @@
 //! (`projector::runner`: events and elapsed µs per batch) by a tracing layer, so the bench
 //! times exactly the batches `signalbus projector` applies without instrumenting the projector.
 //!
-//! Deliberately only collects: the `projector` scenario turns the samples into percentiles.
+//! Deliberately only collects and summarises: the scenarios decide which window to report.
 
 use std::sync::Mutex;
 
@@ -10,6 +10,8 @@ use tracing::field::{Field, Visit};
 use tracing::Level;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::{Context, Layer};
+
+use crate::report::round;
 
 /// (events, elapsed µs) of every batch applied since the last `take`.
 static SAMPLES: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
@@ -58,6 +60,40 @@ impl<S: tracing::Subscriber> Layer<S> for Collect {
         event.record(&mut f);
         if let (true, Some(events), Some(us)) = (f.batch, f.events, f.elapsed_us) {
             SAMPLES.lock().unwrap_or_else(|e| e.into_inner()).push((events, us));
+        }
+    }
+}
+
+/// Percentiles of a run's batches.
+pub struct BatchStats {
+    pub count: usize,
+    pub mean_events: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub us_per_event: f64,
+}
+
+impl BatchStats {
+    pub fn of(samples: &[(u64, u64)]) -> BatchStats {
+        let mut us: Vec<u64> = samples.iter().map(|s| s.1).collect();
+        us.sort_unstable();
+        let at = |q: f64| -> f64 {
+            if us.is_empty() {
+                return 0.0;
+            }
+            let i = ((us.len() as f64 * q).ceil() as usize).clamp(1, us.len()) - 1;
+            round(us[i] as f64 / 1_000.0, 2)
+        };
+        let events: u64 = samples.iter().map(|s| s.0).sum();
+        let total_us: u64 = us.iter().sum();
+        BatchStats {
+            count: samples.len(),
+            mean_events: events as f64 / samples.len().max(1) as f64,
+            p50_ms: at(0.5),
+            p99_ms: at(0.99),
+            max_ms: at(1.0),
+            us_per_event: total_us as f64 / events.max(1) as f64,
         }
     }
 }

@@ -61,6 +61,9 @@ pub struct DriveResult {
     pub projector_lag: Option<LagResult>,
     /// In-process bus only: the bus's own stage histograms over the window (`kept.rs`).
     pub stages: Option<Stages>,
+    /// In-process bus only: (events, apply µs) of each batch the projector applied in the
+    /// window (`batches.rs`).
+    pub batches: Option<Vec<(u64, u64)>>,
 }
 
 /// What the in-process bus itself recorded over the window, in µs: every append (sends and
@@ -180,9 +183,11 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         k.append.reset();
         k.time_to_delivery.reset();
     }
+    crate::batches::take();
     let events_start = target.events_so_far(&http).await?;
     tokio::time::sleep_until(clock.end).await;
     let stages = kept.map(|k| Stages { append: k.append.snapshot(), time_to_delivery: k.time_to_delivery.snapshot() });
+    let batches = target.local.as_ref().map(|_| crate::batches::take());
     let events_end = target.events_so_far(&http).await?;
     let projector_lag = match sampler {
         Some(s) => Some(s.await.context("lag sampler")?),
@@ -214,6 +219,7 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         window: cfg.duration,
         projector_lag,
         stages,
+        batches,
     })
 }
 

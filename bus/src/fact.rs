@@ -54,7 +54,7 @@ pub fn decide(author: FactAuthor<'_>, plugin: &str, fact_type: &str, mut state: 
         return Err(DomainError::invalid("state must be a JSON object"));
     }
     let redacted = crate::redact::redact(&mut state);
-    let encoded = state.to_string();
+    let encoded = crate::json::to_text(&state);
     if encoded.len() > MAX_FACT_STATE_BYTES {
         return Err(DomainError::PayloadTooLarge(format!(
             "state is {} bytes encoded, the limit is {MAX_FACT_STATE_BYTES}",

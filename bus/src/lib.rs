@@ -11,6 +11,7 @@
 //! - `catalog`: the per-type defaults table, priorities, TTL bounds.
 //! - `redact`: the redaction guard for payload secrets.
 //! - `nul`: the NUL guard: strings with U+0000 are refused before anything is stored.
+//! - `json`: a payload's compact JSON text and its length, written without the formatter.
 //! - `send`: the pure send decision (defaults, redaction, bounce or queue).
 //! - `scope`: what a token may do (`send`, `receive`, …) as a set that parses and checks.
 //! - `schedule`: scheduled delivery's rules — a send's `deliver_at`, visibility, release.
@@ -44,6 +45,7 @@ pub mod fold;
 pub mod force_expire;
 pub mod group;
 pub mod group_store;
+pub mod json;
 pub mod log;
 pub mod metrics;
 pub mod names;

@@ -141,7 +141,7 @@ pub fn decide_send(
             return Err(DomainError::invalid("dedupe_key must be 1 to 200 characters"));
         }
     }
-    let encoded_len = serde_json::to_vec(&req.payload).map(|v| v.len()).unwrap_or(usize::MAX);
+    let encoded_len = crate::json::encoded_len(&req.payload);
     if encoded_len > max_payload_bytes {
         return Err(DomainError::PayloadTooLarge(format!(
             "payload is {encoded_len} bytes encoded, the limit is {max_payload_bytes}"
@@ -187,7 +187,7 @@ pub fn decide_send(
         signal_type: req.signal_type,
         category: defaults.category,
         priority: defaults.priority(),
-        payload: payload.to_string(),
+        payload: crate::json::to_text(&payload),
         delivery_class,
         created_at,
         expires_at: deliver_at.unwrap_or(created_at) + Duration::seconds(ttl as i64),

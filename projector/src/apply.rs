@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::batch::{Batch, FactRow, SentRow, SignalPatch, PROJECTION};
 use crate::error::Result;
-use crate::sql::{Conn, RowSet};
+use crate::sql::{Args, Conn, RowSet};
 
 mod directives;
 
@@ -176,45 +176,58 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
     Ok(new_ids)
 }
 
-/// Stamps deliveries, acks, expiries (with their reason), recalls and releases on rows of earlier batches (`merged`: the ids
-/// `insert_sent` already wrote with their stamps). Runs against the hot table and the history,
-/// so a late event for an archived row (an ack after archiving) still lands.
+/// Stamps deliveries, acks, expiries (with their reason), recalls and releases on rows of
+/// earlier batches (`merged`: the ids `insert_sent` already wrote with their stamps). A row lives
+/// in exactly one of the hot table and the history (archiving moves it under the writer lock),
+/// so the history is patched only for the ids the hot table did not have — a late event for an
+/// archived row (an ack after archiving) still lands, and a batch whose rows are all hot (the
+/// usual case) never probes the history's key for each of them.
 async fn patch_signals(conn: &mut Conn<'_>, b: &Batch, merged: &HashSet<Uuid>) -> Result<()> {
     let p: Vec<&SignalPatch> = b.signal_patches.iter().filter(|p| !merged.contains(&p.id)).collect();
     if p.is_empty() {
         return Ok(());
     }
-    let greatest = conn.dialect().greatest();
-    for table in ["signal_queue", "signal_history"] {
-        let rows = RowSet::new()
-            .col("id", p.iter().map(|r| r.id))
-            .col("delivered_at", p.iter().map(|r| r.delivered_at))
-            .col("via", p.iter().map(|r| r.via.as_deref()))
-            .col("session", p.iter().map(|r| r.session))
-            .col("acked_at", p.iter().map(|r| r.acked_at))
-            .col("expired_at", p.iter().map(|r| r.expired_at))
-            .col("expired_reason", p.iter().map(|r| r.expired_reason))
-            .col("recalled_at", p.iter().map(|r| r.recalled_at))
-            .col("released_at", p.iter().map(|r| r.released_at))
-            .col("seq", p.iter().map(|r| r.seq));
-        let mut args = conn.args();
-        let src = args.rows(rows);
-        let sql = format!(
-            "UPDATE {table} AS q SET \
-               delivered_at = COALESCE(q.delivered_at, u.delivered_at), \
-               delivered_via = COALESCE(u.via, q.delivered_via), \
-               resolved_to_session = CASE WHEN u.via IS NOT NULL THEN u.session ELSE q.resolved_to_session END, \
-               acked_at = COALESCE(q.acked_at, u.acked_at), \
-               expired_at = COALESCE(q.expired_at, u.expired_at), \
-               expired_reason = CASE WHEN q.expired_at IS NULL THEN u.expired_reason ELSE q.expired_reason END, \
-               recalled_at = COALESCE(q.recalled_at, u.recalled_at), \
-               released_at = COALESCE(q.released_at, u.released_at), \
-               last_event_seq = {greatest}(q.last_event_seq, u.seq) \
-             FROM {src} WHERE q.id = u.id"
-        );
+    let returning = conn.dialect().returning("q", "id");
+    let (sql, args) = patch_statement(conn, "signal_queue", &p, &returning);
+    let hot = conn.fetch_all(&sql, args).await?.iter().map(|r| r.uuid("id")).collect::<Result<HashSet<Uuid>>>()?;
+    let archived: Vec<&SignalPatch> = p.into_iter().filter(|r| !hot.contains(&r.id)).collect();
+    if !archived.is_empty() {
+        let (sql, args) = patch_statement(conn, "signal_history", &archived, "");
         conn.execute(&sql, args).await?;
     }
     Ok(())
+}
+
+/// The multi-row update of `patch_signals` against `table`, with `returning` appended.
+fn patch_statement<'a>(conn: &Conn<'_>, table: &str, p: &[&'a SignalPatch], returning: &str) -> (String, Args<'a>) {
+    let rows = RowSet::new()
+        .col("id", p.iter().copied().map(|r| r.id))
+        .col("delivered_at", p.iter().copied().map(|r| r.delivered_at))
+        .col("via", p.iter().copied().map(|r| r.via.as_deref()))
+        .col("session", p.iter().copied().map(|r| r.session))
+        .col("acked_at", p.iter().copied().map(|r| r.acked_at))
+        .col("expired_at", p.iter().copied().map(|r| r.expired_at))
+        .col("expired_reason", p.iter().copied().map(|r| r.expired_reason))
+        .col("recalled_at", p.iter().copied().map(|r| r.recalled_at))
+        .col("released_at", p.iter().copied().map(|r| r.released_at))
+        .col("seq", p.iter().copied().map(|r| r.seq));
+    let mut args = conn.args();
+    let src = args.rows(rows);
+    let sql = format!(
+        "UPDATE {table} AS q SET \
+           delivered_at = COALESCE(q.delivered_at, u.delivered_at), \
+           delivered_via = COALESCE(u.via, q.delivered_via), \
+           resolved_to_session = CASE WHEN u.via IS NOT NULL THEN u.session ELSE q.resolved_to_session END, \
+           acked_at = COALESCE(q.acked_at, u.acked_at), \
+           expired_at = COALESCE(q.expired_at, u.expired_at), \
+           expired_reason = CASE WHEN q.expired_at IS NULL THEN u.expired_reason ELSE q.expired_reason END, \
+           recalled_at = COALESCE(q.recalled_at, u.recalled_at), \
+           released_at = COALESCE(q.released_at, u.released_at), \
+           last_event_seq = {greatest}(q.last_event_seq, u.seq) \
+         FROM {src} WHERE q.id = u.id{returning}",
+        greatest = conn.dialect().greatest(),
+    );
+    (sql, args)
 }
 
 /// Deletes the `agents` and `recipient_state` rows of the identities the batch removed; their

@@ -249,11 +249,15 @@ async fn archived_rows_still_take_late_events(env: Env) {
     assert!(m.apply_stored(&stored(1, events), 0).await.unwrap());
     let moved = m.archive(Utc::now(), 1).await.unwrap();
     assert_eq!(moved, 2, "a (expired) and b (delivered, past expiry) are settled; c is pending");
-    // A late ack of an archived row still lands, in the history.
-    assert!(m.apply_stored(&stored(6, vec![acked(b, "y", at(30))]), 5).await.unwrap());
+    // A late ack of an archived row still lands, in the history, beside a stamp on a hot row
+    // in the same batch.
+    let late = vec![acked(b, "y", at(30)), delivered(c, "y", DeliveredVia::Inbox, None, false, at(31))];
+    assert!(m.apply_stored(&stored(6, late), 5).await.unwrap());
     let row = m.signal(TENANT, b).await.unwrap().unwrap();
     assert_eq!(row.acked_at.unwrap().timestamp(), at(30).timestamp());
     assert_eq!(row.last_event_seq, 6);
+    let hot = m.signal(TENANT, c).await.unwrap().unwrap();
+    assert_eq!((hot.delivered_at.map(|t| t.timestamp()), hot.last_event_seq), (Some(at(31).timestamp()), 7));
     let received = m
         .list_signals(&ListSignals {
             tenant: TENANT.into(),

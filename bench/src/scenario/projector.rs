@@ -17,7 +17,7 @@ use serde_json::json;
 use testkit::TestDb;
 
 use crate::args::{Args, Mix};
-use crate::batches;
+use crate::batches::{self, BatchStats};
 use crate::bed::Backends;
 use crate::report::{per_sec, round, Outcome};
 use crate::scenario::rebuild::prefill;
@@ -91,37 +91,4 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
         ),
     ];
     Ok(Outcome { results, summary })
-}
-
-struct BatchStats {
-    count: usize,
-    mean_events: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-    max_ms: f64,
-    us_per_event: f64,
-}
-
-impl BatchStats {
-    fn of(samples: &[(u64, u64)]) -> BatchStats {
-        let mut us: Vec<u64> = samples.iter().map(|s| s.1).collect();
-        us.sort_unstable();
-        let at = |q: f64| -> f64 {
-            if us.is_empty() {
-                return 0.0;
-            }
-            let i = ((us.len() as f64 * q).ceil() as usize).clamp(1, us.len()) - 1;
-            round(us[i] as f64 / 1_000.0, 2)
-        };
-        let events: u64 = samples.iter().map(|s| s.0).sum();
-        let total_us: u64 = us.iter().sum();
-        BatchStats {
-            count: samples.len(),
-            mean_events: events as f64 / samples.len().max(1) as f64,
-            p50_ms: at(0.5),
-            p99_ms: at(0.99),
-            max_ms: at(1.0),
-            us_per_event: total_us as f64 / events.max(1) as f64,
-        }
-    }
 }

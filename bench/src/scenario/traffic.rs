@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::args::Args;
+use crate::batches::BatchStats;
 use crate::bed::Target;
 use crate::drive::{self, DriveConfig};
 use crate::raw;
@@ -92,6 +93,17 @@ pub(crate) async fn one_mode(
         summary += &format!(
             "\n  stages: append p50 {} / p99 {} / p999 {} ms; created→push queued p50 {} / p99 {} / p999 {} ms",
             ap["p50_ms"], ap["p99_ms"], ap["p999_ms"], td["p50_ms"], td["p99_ms"], td["p999_ms"]
+        );
+    }
+    if let Some(samples) = r.batches.as_deref().filter(|s| !s.is_empty()) {
+        let b = BatchStats::of(samples);
+        json["projector_batches"] = json!({
+            "count": b.count, "events_mean": round(b.mean_events, 1),
+            "apply_ms": {"p50": b.p50_ms, "p99": b.p99_ms, "max": b.max_ms},
+        });
+        summary += &format!(
+            "\n  projector batches: {} of {:.0} events on average, apply p50 {} / p99 {} / max {} ms",
+            b.count, b.mean_events, b.p50_ms, b.p99_ms, b.max_ms
         );
     }
     if let Some((b, _)) = &target.local {

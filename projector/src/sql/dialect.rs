@@ -19,6 +19,16 @@ impl Dialect {
         }
     }
 
+    /// The `RETURNING` of an `UPDATE {table} AS {alias} … FROM` that names `col` of the updated
+    /// table: qualified in PostgreSQL (where the bare name could be the source's too), bare in
+    /// SQLite (whose `RETURNING` sees only the target table, and not through its alias).
+    pub fn returning(self, alias: &str, col: &str) -> String {
+        match self {
+            Dialect::Postgres => format!(" RETURNING {alias}.{col}"),
+            Dialect::Sqlite => format!(" RETURNING {col}"),
+        }
+    }
+
     /// A JSON text column of a row set, as the stored JSON type (`jsonb`; text in SQLite).
     pub fn json(self, expr: &str) -> String {
         match self {
