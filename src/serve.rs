@@ -131,7 +131,7 @@ pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)
         let config = projector::ProjectorConfig { stale_after: args.stale_after, lease, ..Default::default() };
         let projector = projector::Projector::new(log.clone(), models.clone(), config);
         let c = cancel.clone();
-        tasks.spawn(async move { projector.run(c).await.context("projector stopped") });
+        tasks.spawn(async move { projector.run_on_own_thread(c).await.context("projector stopped") });
     }
     if matches!(roles, Roles::All | Roles::Sweeper) {
         let lease = match &mode {

@@ -138,8 +138,9 @@ impl Backends {
         }
         let projector = Projector::new(self.log.clone(), self.models.clone(), config);
         let stop = self.stop.clone();
+        // As `signalbus serve` runs it: on a thread of its own.
         tokio::spawn(async move {
-            if let Err(e) = projector.run(stop).await {
+            if let Err(e) = projector.run_on_own_thread(stop).await {
                 tracing::error!(error = %e, "projector stopped");
             }
         })

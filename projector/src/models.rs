@@ -66,6 +66,18 @@ impl ReadModels {
         Ok(Self::new(Backend::Sqlite(SqliteModels::open(data_dir).await?)))
     }
 
+    /// This handle on a pool of its own, sharing everything else (the stale threshold, the
+    /// applied-sequence notifications): for a projector on a runtime of its own
+    /// (`Projector::run_on_own_thread`), so that no PostgreSQL socket is polled from two runtimes.
+    /// SQLite keeps its pool: its connections run on threads of their own, not on a runtime.
+    pub fn on_own_pool(&self) -> ReadModels {
+        let backend = match &self.backend {
+            Backend::Pg(m) => Backend::Pg(m.sibling()),
+            Backend::Sqlite(_) => self.backend.clone(),
+        };
+        ReadModels { backend, stale_after_ms: self.stale_after_ms.clone(), applied: self.applied.clone() }
+    }
+
     /// Sets the stale threshold used for `recipient_state` (default 60 s), for this handle and
     /// every clone of it.
     pub fn with_stale_after(self, stale_after: Duration) -> Self {

@@ -58,6 +58,17 @@ impl PgModels {
         Ok(PgModels { pool, schema })
     }
 
+    /// Another pool to the same database and schema that connects lazily, so its sockets belong
+    /// to whichever runtime first uses it (a projector on a runtime of its own: a socket polled
+    /// from two runtimes would die with the first one to stop). Two connections: the projector
+    /// uses one at a time.
+    pub fn sibling(&self) -> PgModels {
+        let options = self.pool.connect_options().as_ref().clone();
+        let pool =
+            PgPoolOptions::new().max_connections(2).acquire_timeout(Duration::from_secs(10)).connect_lazy_with(options);
+        PgModels { pool, schema: self.schema.clone() }
+    }
+
     /// A transaction holding the writer lock until it ends, committed without waiting for its
     /// WAL flush (`synchronous_commit = off`, this transaction only). Safe for read models and
     /// only for them: a crash can lose the last few hundred milliseconds of commits, but never
