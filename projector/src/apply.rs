@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::batch::{Batch, FactRow, SentRow, SignalPatch, PROJECTION};
 use crate::error::Result;
-use crate::sql::{Args, Conn, RowSet};
+use crate::sql::{Args, Conn, Dialect, RowSet};
 
 mod directives;
 
@@ -156,21 +156,11 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
          SELECT id, tenant, f, t, st, cat, pri, {payload}, dc, rs, pp, corr, ca, ea, \
            da, via, CASE WHEN via IS NOT NULL THEN sess END, aa, xa, ra, seq, fan, dla, rla, xr \
          FROM {src} WHERE true \
-         ON CONFLICT (id) DO UPDATE SET \
-           delivered_at = COALESCE(q.delivered_at, EXCLUDED.delivered_at), \
-           delivered_via = COALESCE(EXCLUDED.delivered_via, q.delivered_via), \
-           resolved_to_session = CASE WHEN EXCLUDED.delivered_via IS NOT NULL THEN EXCLUDED.resolved_to_session \
-             ELSE q.resolved_to_session END, \
-           acked_at = COALESCE(q.acked_at, EXCLUDED.acked_at), \
-           expired_at = COALESCE(q.expired_at, EXCLUDED.expired_at), \
-           expired_reason = CASE WHEN q.expired_at IS NULL THEN EXCLUDED.expired_reason ELSE q.expired_reason END, \
-           recalled_at = COALESCE(q.recalled_at, EXCLUDED.recalled_at), \
-           released_at = COALESCE(q.released_at, EXCLUDED.released_at), \
-           last_event_seq = {greatest}(q.last_event_seq, EXCLUDED.last_event_seq) \
+         ON CONFLICT (id) DO UPDATE SET {stamps} \
          WHERE COALESCE(EXCLUDED.delivered_at, EXCLUDED.acked_at, EXCLUDED.expired_at, EXCLUDED.recalled_at, \
            EXCLUDED.released_at) IS NOT NULL",
         payload = d.json("payload"),
-        greatest = d.greatest(),
+        stamps = stamps("EXCLUDED", ["delivered_via", "resolved_to_session", "last_event_seq"], d),
     );
     conn.execute(&sql, args).await?;
     Ok(new_ids)
@@ -214,20 +204,31 @@ fn patch_statement<'a>(conn: &Conn<'_>, table: &str, p: &[&'a SignalPatch], retu
     let mut args = conn.args();
     let src = args.rows(rows);
     let sql = format!(
-        "UPDATE {table} AS q SET \
-           delivered_at = COALESCE(q.delivered_at, u.delivered_at), \
-           delivered_via = COALESCE(u.via, q.delivered_via), \
-           resolved_to_session = CASE WHEN u.via IS NOT NULL THEN u.session ELSE q.resolved_to_session END, \
-           acked_at = COALESCE(q.acked_at, u.acked_at), \
-           expired_at = COALESCE(q.expired_at, u.expired_at), \
-           expired_reason = CASE WHEN q.expired_at IS NULL THEN u.expired_reason ELSE q.expired_reason END, \
-           recalled_at = COALESCE(q.recalled_at, u.recalled_at), \
-           released_at = COALESCE(q.released_at, u.released_at), \
-           last_event_seq = {greatest}(q.last_event_seq, u.seq) \
-         FROM {src} WHERE q.id = u.id{returning}",
-        greatest = conn.dialect().greatest(),
+        "UPDATE {table} AS q SET {stamps} FROM {src} WHERE q.id = u.id{returning}",
+        stamps = stamps("u", ["via", "session", "seq"], conn.dialect()),
     );
     (sql, args)
+}
+
+/// The `SET` list that stamps signal row `q` with the stamps of row `n` — the one place the
+/// stamping rules are spelled, for an insert's conflict arm and for a patch alike: a stamp
+/// already on the row wins (the first delivery, ack, expiry, recall or release is the one the
+/// stream decided), except the delivery path and session, which the newest delivery sets, and
+/// the sequence, which only grows. The three names are `n`'s delivery path, session and sequence
+/// columns.
+fn stamps(n: &str, [via, session, seq]: [&str; 3], d: Dialect) -> String {
+    format!(
+        "delivered_at = COALESCE(q.delivered_at, {n}.delivered_at), \
+         delivered_via = COALESCE({n}.{via}, q.delivered_via), \
+         resolved_to_session = CASE WHEN {n}.{via} IS NOT NULL THEN {n}.{session} ELSE q.resolved_to_session END, \
+         acked_at = COALESCE(q.acked_at, {n}.acked_at), \
+         expired_at = COALESCE(q.expired_at, {n}.expired_at), \
+         expired_reason = CASE WHEN q.expired_at IS NULL THEN {n}.expired_reason ELSE q.expired_reason END, \
+         recalled_at = COALESCE(q.recalled_at, {n}.recalled_at), \
+         released_at = COALESCE(q.released_at, {n}.released_at), \
+         last_event_seq = {greatest}(q.last_event_seq, {n}.{seq})",
+        greatest = d.greatest(),
+    )
 }
 
 /// Deletes the `agents` and `recipient_state` rows of the identities the batch removed; their
