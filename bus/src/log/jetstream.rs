@@ -46,6 +46,7 @@ mod fanout;
 mod firsts;
 mod marks;
 mod messages;
+mod own;
 mod stream_check;
 mod subject_reads;
 mod tail;
@@ -106,6 +107,8 @@ pub struct JetStreamLog {
     node_listener: std::sync::Once,
     /// The upstream every `tail` of this log shares, started by the first one.
     fanout: std::sync::Mutex<Option<fanout::Fanout>>,
+    /// This log's acknowledged appends, handed to the shared upstream instead of a decode.
+    own: std::sync::Arc<own::OwnEvents>,
     /// Where recently used subjects begin, so reading one again starts there (`firsts.rs`).
     firsts: firsts::Firsts,
     /// Time → sequence bounds, so a subject read starts near its first event (`marks.rs`).
@@ -144,6 +147,12 @@ impl JetStreamLog {
     pub async fn close(self) {
         let _ = self.client.flush().await;
         let _ = self.client.drain().await;
+    }
+
+    /// How many events the shared tail took from this log's own appends instead of decoding
+    /// them (`own.rs`).
+    pub fn own_events_reused(&self) -> u64 {
+        self.own.taken()
     }
 
     fn stream_name(&self) -> &str {

@@ -259,3 +259,37 @@ async fn a_tail_that_cannot_make_its_consumer_reads_the_stream_directly() {
     }
     assert_eq!(got, expected);
 }
+
+/// A live tail hands this process's own appends on without decoding them (`own.rs`): what it
+/// yields must equal, event for event, what a reader that decodes the stream gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tail_yields_its_own_appends_as_a_decoding_reader_reads_them() {
+    let server = NatsServer::start().await;
+    let stream = unique_stream();
+    let own = connect(&server.url(), &stream, 1).await;
+    let ours: SharedLog = own.clone();
+    let mut tail = ours.tail(1).await.unwrap();
+    let (signal, session) = (Uuid::new_v4(), Uuid::new_v4());
+    for n in 0..40 {
+        let event = if n % 3 == 0 {
+            let body = bus::event::EventBody::SessionHeartbeat(bus::event::SessionHeartbeat {
+                session_id: session,
+                identity: format!("agent-{n}"),
+            });
+            bus::event::Event::new("acme", Some("agent".into()), chrono::Utc::now(), body)
+        } else {
+            event_on(signal)
+        };
+        ours.append(&event, Expect::Any).await.unwrap();
+    }
+    let mut tailed = Vec::new();
+    for _ in 0..40 {
+        tailed.push(next_of(&mut tail).await);
+    }
+    let other: SharedLog = connect(&server.url(), &stream, 1).await;
+    let decoded = other.read(1, 100).await.unwrap();
+    assert_eq!(decoded.len(), 40);
+    assert!(tailed.iter().all(|s| s.event.accept_by.is_none()), "the writer's stamp is consumed");
+    assert_eq!(tailed, decoded);
+    assert!(own.own_events_reused() > 0, "no append was handed on undecoded");
+}

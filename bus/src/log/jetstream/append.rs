@@ -92,6 +92,8 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
     let mut stamped = event.clone();
     stamped.accept_by = Some(accept_by);
     let payload: bytes::Bytes = codec::encode(&stamped)?.into();
+    // Before the first publish: the tail may read the message before this call hears its ack.
+    log.own.keep(&subject, payload.len(), stamped);
     let expected = match expect {
         Expect::LastSubjectSeq(n) => n,
         Expect::Any => 0,

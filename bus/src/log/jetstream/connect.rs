@@ -138,6 +138,7 @@ impl JetStreamLog {
             nodes: std::sync::Arc::new(crate::log::nodes::NodeBook::new(false)),
             node_listener: std::sync::Once::new(),
             fanout: Default::default(),
+            own: Default::default(),
             firsts: Default::default(),
             marks,
             walks_blocks,

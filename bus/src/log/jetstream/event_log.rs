@@ -133,7 +133,7 @@ impl EventLog for JetStreamLog {
         let sub = {
             let mut shared = self.fanout.lock().unwrap();
             if !shared.as_ref().is_some_and(fanout::Fanout::is_running) {
-                *shared = Some(fanout::Fanout::start(&source, live_from.max(1)));
+                *shared = Some(fanout::Fanout::start(&source, live_from.max(1), self.own.clone()));
             }
             shared.as_ref().map(|f| f.subscribe(source, from_seq))
         };

@@ -21,6 +21,7 @@ use async_nats::jetstream::Context;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::task::AbortHandle;
 
+use super::own::OwnEvents;
 use super::tail::Tail;
 use crate::error::Result;
 use crate::event::EventBody;
@@ -75,12 +76,12 @@ impl Source {
 
 impl Fanout {
     /// Starts the shared upstream at `live_from` (the stream's next sequence).
-    pub(super) fn start(source: &Source, live_from: u64) -> Fanout {
+    pub(super) fn start(source: &Source, live_from: u64, own: Arc<OwnEvents>) -> Fanout {
         let (tx, _) = broadcast::channel(CAPACITY);
         let sender = tx.clone();
         let last_sent = Arc::new(AtomicU64::new(live_from.saturating_sub(1)));
         let sent = last_sent.clone();
-        let mut upstream = source.tail(live_from);
+        let mut upstream = source.tail(live_from).with_own(own);
         let task = tokio::spawn(async move {
             let mut retained = Retained::default();
             loop {

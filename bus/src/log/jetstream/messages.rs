@@ -53,11 +53,22 @@ pub(super) fn stored(seq: u64, subject: &str, payload: &[u8], stored_at: time::O
         Ok(event) => event,
         Err(e) => return Err(Error::Undecodable { seq, subject: subject.to_string(), reason: codec::reason(e) }),
     };
+    Ok(stored_event(seq, subject, event, stored_at))
+}
+
+/// `event`, as its writer built it (decoded, or kept by this process's append: `own.rs`), as
+/// readers must see it given when the stream stored it.
+pub(super) fn stored_event(
+    seq: u64,
+    subject: &str,
+    event: crate::event::Event,
+    stored_at: time::OffsetDateTime,
+) -> Stored {
     let event = match chrono::DateTime::from_timestamp(stored_at.unix_timestamp(), stored_at.nanosecond()) {
         Some(at) => crate::acceptance::as_stored_at(event, at),
         None => event,
     };
-    Ok(Stored { seq, subject: subject.to_string(), event })
+    Stored { seq, subject: subject.to_string(), event }
 }
 
 pub(super) fn stored_from_consumer(msg: jetstream::Message) -> Result<Stored> {

@@ -19,6 +19,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, PullConsumer};
@@ -32,7 +33,8 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::direct::DirectReader;
-use super::messages::{consumer_from, stored, FETCH_BATCH, TAIL_EXPIRES, TAIL_SILENCE};
+use super::messages::{consumer_from, stored, stored_event, FETCH_BATCH, TAIL_EXPIRES, TAIL_SILENCE};
+use super::own::OwnEvents;
 use crate::error::{Error, Result};
 use crate::log::Stored;
 
@@ -83,6 +85,8 @@ pub(super) struct Tail {
     /// The connection's drops (`connect.rs`): one wakes the tail at once.
     drops: watch::Receiver<u64>,
     backoff: Duration,
+    /// This process's acknowledged appends (`own.rs`), for the shared upstream only.
+    own: Option<Arc<OwnEvents>>,
 }
 
 impl Drop for Tail {
@@ -119,7 +123,16 @@ impl Tail {
             counts: Counts::default(),
             drops,
             backoff: Duration::ZERO,
+            own: None,
         }
+    }
+
+    /// Takes this process's own appends from `own` instead of decoding them (the shared
+    /// upstream only: it reads every event once, in order, as they come).
+    pub(super) fn with_own(mut self, own: Arc<OwnEvents>) -> Tail {
+        own.activate();
+        self.own = Some(own);
+        self
     }
 
     /// The sequence the next yielded event will have at least.
@@ -321,7 +334,18 @@ impl Tail {
             // Advance before decoding: an undecodable event is reported once, then passed.
             self.next = seq + 1;
             self.backoff = Duration::ZERO;
-            return stored(seq, msg.subject.as_str(), &msg.payload, published);
+            let subject = msg.subject.as_str();
+            let own = self.own.as_ref().zip(event_id_of(&msg));
+            if let Some(event) = own.and_then(|(own, id)| own.take(id, subject, msg.payload.len())) {
+                return Ok(stored_event(seq, subject, event, published));
+            }
+            return stored(seq, subject, &msg.payload, published);
         }
     }
+}
+
+/// The event id a message was published under (`Nats-Msg-Id`), if it has one.
+fn event_id_of(msg: &jetstream::Message) -> Option<uuid::Uuid> {
+    let id = msg.headers.as_ref()?.get(async_nats::header::NATS_MESSAGE_ID)?;
+    uuid::Uuid::parse_str(id.as_str()).ok()
 }
