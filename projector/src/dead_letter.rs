@@ -10,6 +10,8 @@
 //! where dead letters are found: `batch.rs` refuses what it can see is unstorable, `bisect.rs`
 //! isolates what the database refuses.
 
+use std::sync::Arc;
+
 use bus::log::{SharedLog, Stored};
 use serde::Serialize;
 
@@ -48,13 +50,10 @@ impl DeadLetter {
     }
 }
 
-/// One stream position as the projector folds it.
-// Nearly every entry is an event: boxing it would cost an allocation per event for the sake
-// of a variant that almost never occurs.
-#[allow(clippy::large_enum_variant)]
+/// One stream position as the projector folds it: an event as the tail shares it.
 #[derive(Debug, Clone)]
 pub(crate) enum Entry {
-    Event(Stored),
+    Event(Arc<Stored>),
     /// Known dead before folding: the stream could not decode it.
     Dead(DeadLetter),
 }
@@ -87,7 +86,7 @@ impl AsEntry for Entry {
 }
 
 /// An item of a tail as an entry: an undecodable event is a dead letter, any other error stays one.
-pub(crate) fn entry_of(item: bus::Result<Stored>) -> bus::Result<Entry> {
+pub(crate) fn entry_of(item: bus::Result<Arc<Stored>>) -> bus::Result<Entry> {
     match item {
         Ok(stored) => Ok(Entry::Event(stored)),
         Err(bus::Error::Undecodable { seq, subject, reason }) => Ok(Entry::Dead(undecodable(seq, &subject, &reason))),
@@ -102,7 +101,7 @@ fn undecodable(seq: u64, subject: &str, reason: &str) -> DeadLetter {
 /// Up to `max` entries from `from` (`EventLog::read`, with an undecodable event as a dead letter).
 pub(crate) async fn read_entries(log: &SharedLog, from: u64, max: usize) -> Result<Vec<Entry>> {
     match log.read(from, max).await {
-        Ok(page) => Ok(page.into_iter().map(Entry::Event).collect()),
+        Ok(page) => Ok(page.into_iter().map(|s| Entry::Event(Arc::new(s))).collect()),
         Err(bus::Error::Undecodable { seq, subject, reason }) => {
             Ok(vec![Entry::Dead(undecodable(seq, &subject, &reason))])
         }

@@ -153,12 +153,13 @@ async fn lead(ctx: &Arc<Ctx>, held: &mut Held, shutdown: &CancellationToken) -> 
                 }
             }
             item = tail.next() => match item {
-                Some(Ok(Stored { seq, event, .. })) => {
+                Some(Ok(stored)) => {
+                    let Stored { seq, ref event, .. } = *stored;
                     next_seq = seq + 1;
-                    timers.observe(seq, &event, Utc::now());
-                    release_timers.observe(seq, &event, Utc::now());
-                    directive_timers.observe(&event, Utc::now());
-                    if let Some(id) = directive_effects::followed(&event) {
+                    timers.observe(seq, event, Utc::now());
+                    release_timers.observe(seq, event, Utc::now());
+                    directive_timers.observe(event, Utc::now());
+                    if let Some(id) = directive_effects::followed(event) {
                         if effects_backstop.len() < directive_effects::MAX_PENDING {
                             let (ctx, tenant) = (ctx.clone(), event.tenant.clone());
                             effects_backstop.spawn(async move {
@@ -265,7 +266,7 @@ async fn join_run(run: &mut Option<RunTask>) -> std::result::Result<Result<Upcom
     }
 }
 
-async fn resubscribe(ctx: &Ctx, from: u64) -> Result<BoxStream<'static, bus::Result<Stored>>> {
+async fn resubscribe(ctx: &Ctx, from: u64) -> Result<BoxStream<'static, bus::Result<Arc<Stored>>>> {
     tokio::time::sleep(Duration::from_millis(200)).await;
     Ok(ctx.log.tail(from).await?)
 }

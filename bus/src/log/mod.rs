@@ -80,7 +80,9 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
     async fn read(&self, from_seq: u64, max: usize) -> Result<Vec<Stored>>;
 
     /// Every event with sequence ≥ `from_seq`, forever: first what is stored, then what comes.
-    async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Stored>>>;
+    /// Shared, not owned: the tails of one process (gateway, projector, sweeper) are handed the
+    /// same event rather than a copy each.
+    async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Arc<Stored>>>>;
 
     /// The sequence of the newest stored event (0 when empty).
     async fn last_seq(&self) -> Result<u64>;

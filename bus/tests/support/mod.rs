@@ -204,9 +204,13 @@ pub async fn append_retrying(log: &SharedLog, event: &Event, expect: Expect) -> 
 /// How long a tail may take to yield its next event before the test fails.
 const TAIL_WAIT: Duration = Duration::from_secs(20);
 
-pub async fn next_of(tail: &mut futures::stream::BoxStream<'static, bus::Result<Stored>>) -> Stored {
+/// A tail as `EventLog::tail` hands it out.
+pub type TailOf = futures::stream::BoxStream<'static, bus::Result<Arc<Stored>>>;
+
+/// The next event of a tail (a copy of the shared one: tests compare them with what `read` returns).
+pub async fn next_of(tail: &mut TailOf) -> Stored {
     match tokio::time::timeout(TAIL_WAIT, tail.next()).await {
-        Ok(Some(Ok(s))) => s,
+        Ok(Some(Ok(s))) => Arc::unwrap_or_clone(s),
         Ok(Some(Err(e))) => panic!("tail yielded an error: {e}"),
         Ok(None) => panic!("tail ended"),
         Err(_) => panic!("tail yielded nothing for {TAIL_WAIT:?}"),
@@ -214,9 +218,9 @@ pub async fn next_of(tail: &mut futures::stream::BoxStream<'static, bus::Result<
 }
 
 /// The next item of a tail, event or error.
-pub async fn next_item(tail: &mut futures::stream::BoxStream<'static, bus::Result<Stored>>) -> bus::Result<Stored> {
+pub async fn next_item(tail: &mut TailOf) -> bus::Result<Stored> {
     match tokio::time::timeout(TAIL_WAIT, tail.next()).await {
-        Ok(Some(item)) => item,
+        Ok(Some(item)) => item.map(Arc::unwrap_or_clone),
         Ok(None) => panic!("tail ended"),
         Err(_) => panic!("tail yielded nothing for {TAIL_WAIT:?}"),
     }

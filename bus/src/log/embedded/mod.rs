@@ -196,7 +196,7 @@ impl EventLog for EmbeddedLog {
         read_from(&self.inner.readers, from_seq, max).await
     }
 
-    async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Stored>>> {
+    async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Arc<Stored>>>> {
         Ok(tail::follow(self.inner.readers.clone(), self.inner.committed.clone(), from_seq))
     }
 

@@ -38,7 +38,7 @@ pub(super) fn follow(
     readers: SqlitePool,
     committed: watch::Receiver<u64>,
     from_seq: u64,
-) -> BoxStream<'static, Result<Stored>> {
+) -> BoxStream<'static, Result<std::sync::Arc<Stored>>> {
     let cursor = Cursor { readers, committed, next: from_seq.max(1), done: false };
     stream::unfold(cursor, |mut c| async move {
         if c.done {
@@ -51,7 +51,7 @@ pub(super) fn follow(
         Some((page, c))
     })
     .flat_map(|page| match page {
-        Ok(events) => stream::iter(events.into_iter().map(Ok)).boxed(),
+        Ok(events) => stream::iter(events.into_iter().map(|e| Ok(std::sync::Arc::new(e)))).boxed(),
         Err(e) => stream::once(async move { Err(e) }).boxed(),
     })
     .boxed()

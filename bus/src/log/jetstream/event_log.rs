@@ -115,7 +115,7 @@ impl EventLog for JetStreamLog {
         }
     }
 
-    async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Stored>>> {
+    async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<std::sync::Arc<Stored>>>> {
         let source = fanout::Source {
             js: self.js.clone(),
             client: self.client.clone(),

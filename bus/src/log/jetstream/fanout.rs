@@ -182,7 +182,7 @@ pub(super) struct Subscriber {
 
 impl Subscriber {
     /// The next event, or `None` if the shared upstream is gone (the caller tails again).
-    pub(super) async fn next_event(&mut self) -> Option<Result<Stored>> {
+    pub(super) async fn next_event(&mut self) -> Option<Result<Arc<Stored>>> {
         loop {
             if let Some(a) = &self.ahead {
                 if a.seq < self.next {
@@ -193,7 +193,7 @@ impl Subscriber {
                     // Caught up with the broadcast: the private tail is no longer needed.
                     self.private = None;
                     let a = self.ahead.take()?;
-                    return Some(Ok(self.yielded(&a)));
+                    return Some(Ok(self.yielded(a)));
                 }
             }
             let got = match (self.private.as_mut(), self.ahead.is_some()) {
@@ -215,7 +215,7 @@ impl Subscriber {
                 }
                 Got::Shared(Ok(s)) if s.seq < self.next => {}
                 Got::Shared(Ok(s)) if s.seq == self.next && self.private.is_none() => {
-                    return Some(Ok(self.yielded(&s)));
+                    return Some(Ok(self.yielded(s)));
                 }
                 Got::Shared(Ok(s)) => {
                     if self.private.is_none() {
@@ -243,19 +243,19 @@ impl Subscriber {
         }
     }
 
-    fn yielded(&mut self, s: &Stored) -> Stored {
+    fn yielded(&mut self, s: Arc<Stored>) -> Arc<Stored> {
         self.next = s.seq + 1;
-        s.clone()
+        s
     }
 
     /// Handles what the private tail yielded: an event at or past `next`, or an error (the
     /// private tail has already moved past an undecodable event).
-    fn took_private(&mut self, item: Result<Stored>) -> Option<Result<Stored>> {
+    fn took_private(&mut self, item: Result<Stored>) -> Option<Result<Arc<Stored>>> {
         match item {
             Ok(s) if s.seq < self.next => None,
             Ok(s) => {
                 self.next = s.seq + 1;
-                Some(Ok(s))
+                Some(Ok(Arc::new(s)))
             }
             Err(e) => {
                 if let Some(tail) = &self.private {
