@@ -107,7 +107,7 @@ pub struct JetStreamLog {
     node_listener: std::sync::Once,
     /// The upstream every `tail` of this log shares, started by the first one.
     fanout: std::sync::Mutex<Option<fanout::Fanout>>,
-    /// This log's acknowledged appends, handed to the shared upstream instead of a decode.
+    /// The events this log is publishing, handed to the shared upstream instead of a decode.
     own: std::sync::Arc<own::OwnEvents>,
     /// Where recently used subjects begin, so reading one again starts there (`firsts.rs`).
     firsts: firsts::Firsts,

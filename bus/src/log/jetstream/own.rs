@@ -59,12 +59,6 @@ pub(super) struct OwnEvents {
     inner: Mutex<Inner>,
 }
 
-impl std::fmt::Debug for OwnEvents {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OwnEvents").field("active", &self.active.load(Ordering::Relaxed)).finish_non_exhaustive()
-    }
-}
-
 impl OwnEvents {
     pub(super) fn activate(&self) {
         self.active.store(true, Ordering::Relaxed);
