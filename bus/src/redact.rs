@@ -36,9 +36,24 @@ pub const REDACTED: &str = "[REDACTED]";
 /// as `_` (`accessToken` is `access_token`, `APIKey` is `api_key`). Either reading matching a
 /// name or an ending makes it a secret.
 pub fn is_secret(key: &str) -> bool {
+    if !may_be_secret(key) {
+        return false;
+    }
     let key = key.trim();
     let (plain, split) = (normalize(key, false), normalize(key, true));
     [plain, split].iter().any(|k| SECRET_KEYS.contains(&k.as_str()) || SECRET_SUFFIXES.iter().any(|s| k.ends_with(s)))
+}
+
+/// What every secret name and ending contains once `-` and `_` are dropped and it is lowercased.
+const SECRET_STEMS: &[&str] = &["passw", "secret", "token", "key", "authorization"];
+
+/// A cheap first look (one short string, no per-reading copies): `false` only for a key that
+/// no reading of `is_secret` can match. Either reading, with its `_` dropped, is `key`
+/// lowercased with `-` and `_` dropped — and every name and ending there contains a stem. Most
+/// payload keys stop here.
+fn may_be_secret(key: &str) -> bool {
+    let folded: String = key.chars().filter(|c| !matches!(c, '-' | '_')).flat_map(char::to_lowercase).collect();
+    SECRET_STEMS.iter().any(|stem| folded.contains(stem))
 }
 
 /// Lowercases `key` with `-` read as `_`; with `camel`, a `_` also goes in at each camelCase
@@ -186,6 +201,36 @@ mod tests {
         ("", false),
         ("   ", false),
     ];
+
+    #[test]
+    fn the_first_look_lets_every_secret_name_and_ending_through() {
+        let endings = SECRET_SUFFIXES.iter().map(|s| format!("db{s}"));
+        for key in SECRET_KEYS.iter().map(|k| k.to_string()).chain(endings) {
+            for form in [key.clone(), key.to_uppercase(), key.replace('_', "-"), camel(&key), format!(" {key} ")] {
+                assert!(may_be_secret(&form), "{form} must reach the full check");
+                assert!(is_secret(&form), "{form} is a secret");
+            }
+        }
+        assert!(!may_be_secret("name") && !may_be_secret("db") && !may_be_secret("next_page"));
+    }
+
+    /// `snake_case` as camelCase: `api_key` → `apiKey`.
+    fn camel(key: &str) -> String {
+        let mut up = false;
+        key.chars()
+            .filter_map(|c| match c {
+                '_' => {
+                    up = true;
+                    None
+                }
+                c if up => {
+                    up = false;
+                    Some(c.to_ascii_uppercase())
+                }
+                c => Some(c),
+            })
+            .collect()
+    }
 
     #[test]
     fn every_key_form_is_judged_as_the_contract_says() {
