@@ -59,9 +59,9 @@ pub struct GatewayConfig {
     pub fact_page_bytes: usize,
     /// How many connections this process holds and how long they may stay silent.
     pub connections: ConnLimits,
-    /// How far the read models may trail the stream before sends wait for them: the oldest
-    /// event not yet applied has waited this long, or what waits would take the projector this
-    /// long to apply (`backpressure.rs`); `None` never holds a send.
+    /// How far the read models may trail the stream: sends wait from 4/5 of it, read as the
+    /// oldest event not yet applied having waited that long, or what waits taking the projector
+    /// that long to apply (`backpressure.rs`); `None` never holds a send.
     pub max_projector_lag: Option<Duration>,
     /// Who may create which directives (`[directives.issuers]`); the default allows everyone.
     pub directive_issuers: IssuerPolicy,
