@@ -16,6 +16,7 @@
 //! rebuild or a takeover it simply reopens the stream after whatever checkpoint the database
 //! holds.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bus::log::{SharedLog, Stored};
@@ -244,7 +245,7 @@ fn batch_deadline(first: &Entry, max_wait: Duration) -> tokio::time::Instant {
 
 /// The tail's next item as an entry: an undecodable event is a dead letter to record, not a
 /// failure (the tail has already moved past it).
-fn next_entry(item: Option<bus::Result<std::sync::Arc<Stored>>>) -> Result<Entry> {
+fn next_entry(item: Option<bus::Result<Arc<Stored>>>) -> Result<Entry> {
     match item {
         Some(item) => Ok(entry_of(item)?),
         None => Err(Error::Invariant("the stream's tail ended".into())),
@@ -260,7 +261,7 @@ mod tests {
     fn occurred(ago: chrono::Duration) -> Entry {
         let body = EventBody::Voided(Voided { original_type: "signal.sent".into(), signal_id: None });
         let event = Event::new("default", None, Utc::now() - ago, body);
-        Entry::Event(std::sync::Arc::new(Stored { seq: 1, subject: "signalbus.default.signal.x".into(), event }))
+        Entry::Event(Arc::new(Stored { seq: 1, subject: "signalbus.default.signal.x".into(), event }))
     }
 
     fn wait_of(first: &Entry) -> Duration {

@@ -6,6 +6,7 @@
 //! An undecodable event is yielded as `Error::Undecodable` once and then passed, as the
 //! JetStream tail does: a reader that resumed at it would only meet it again, forever.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{self, BoxStream, StreamExt};
@@ -38,7 +39,7 @@ pub(super) fn follow(
     readers: SqlitePool,
     committed: watch::Receiver<u64>,
     from_seq: u64,
-) -> BoxStream<'static, Result<std::sync::Arc<Stored>>> {
+) -> BoxStream<'static, Result<Arc<Stored>>> {
     let cursor = Cursor { readers, committed, next: from_seq.max(1), done: false };
     stream::unfold(cursor, |mut c| async move {
         if c.done {
@@ -51,7 +52,7 @@ pub(super) fn follow(
         Some((page, c))
     })
     .flat_map(|page| match page {
-        Ok(events) => stream::iter(events.into_iter().map(|e| Ok(std::sync::Arc::new(e)))).boxed(),
+        Ok(events) => stream::iter(events.into_iter().map(|e| Ok(Arc::new(e)))).boxed(),
         Err(e) => stream::once(async move { Err(e) }).boxed(),
     })
     .boxed()

@@ -85,7 +85,8 @@ pub(super) struct Tail {
     /// The connection's drops (`connect.rs`): one wakes the tail at once.
     drops: watch::Receiver<u64>,
     backoff: Duration,
-    /// This process's acknowledged appends (`own.rs`), for the shared upstream only.
+    /// The events this process is appending, kept before each publish (`own.rs`), for the
+    /// shared upstream only.
     own: Option<Arc<OwnEvents>>,
 }
 
