@@ -6,8 +6,10 @@
 //! - total order and gapless sequences: the stream sequence (only `max_age` removes events);
 //! - per-subject compare-and-set: the `Nats-Expected-Last-Subject-Sequence` header (`0`: the
 //!   subject is empty), checked by the stream leader under its lock;
-//! - idempotent retries: `Nats-Msg-Id` = event id, within the stream's duplicate window
-//!   (`DUPLICATE_WINDOW`); a retry later than that is stored again;
+//! - idempotent retries: a conditional append's own condition (a repeat of a stored copy fails
+//!   it; the event id rides in `EVENT_ID_HEADER`), an unconditional one's `Nats-Msg-Id` = event
+//!   id within the stream's duplicate window (`DUPLICATE_WINDOW`; a retry later than that is
+//!   stored again);
 //! - reads: direct gets for one subject (the leader's message API on a replicated stream, so a
 //!   writer sees its own writes: `subject_reads`), ephemeral pull consumers for batches and
 //!   tails (a short page on a replicated stream is checked against the leader). The tail
@@ -57,6 +59,9 @@ use subject_reads::ReadPath;
 
 /// How long JetStream remembers an event id to drop a retried append.
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+/// The header carrying a conditional append's event id: not `Nats-Msg-Id`, which would cost
+/// the server a duplicate-window entry per send that the condition makes useless (`append.rs`).
+const EVENT_ID_HEADER: &str = "Signalbus-Event-Id";
 /// Retries of a read whose fresh consumer failed (100 ms, doubling: 3 s in all).
 const READ_RETRIES: u32 = 4;
 /// A read whose fetch hears nothing for this long gives up as unavailable.

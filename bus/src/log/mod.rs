@@ -5,8 +5,10 @@
 //! - one total order: every stored event gets the next stream sequence, from 1, without gaps;
 //! - `Expect::LastSubjectSeq(n)` stores the event only if the subject's newest event has
 //!   sequence `n` (`0`: the subject is empty); otherwise `Error::Conflict` and nothing is stored;
-//! - an event whose `event_id` was already stored (a retried append) is not stored again: the
-//!   append answers with the original sequence and `duplicate: true`;
+//! - an event whose `event_id` was already stored, appended again with the same expectation (a
+//!   retried append), is not stored again: the append answers with the original sequence and
+//!   `duplicate: true` (a conditional repeat while its copy is the subject's newest, or after an
+//!   unanswered attempt of the same call; later than that its condition simply fails);
 //! - `tail(from)` yields every event with sequence ≥ `from`, in order, without gaps, including
 //!   ones appended after the call;
 //! - an event that cannot be decoded (corrupt, or written by another program) never stops a

@@ -3,11 +3,12 @@
 //! published a moment earlier (the decode was the largest per-event cost of reading the stream
 //! flat out, and a lone `signalbus serve` appends every event it reads).
 //!
-//! Kept before the first publish, by event id (every copy carries it as `Nats-Msg-Id`), because
-//! the tail often reads a message before its append's ack is handled; checked against the
-//! message's subject and length; taken as the stamped event the bytes were encoded from, so the
-//! reader's rule (`acceptance::as_stored_at` on the stream's own timestamp) applies unchanged: a
-//! copy stored too late is voided exactly as a decoded one would be.
+//! Kept before the first publish, by event id (every copy carries it in a header, `Nats-Msg-Id`
+//! or `EVENT_ID_HEADER`), because the tail often reads a message before its append's ack is
+//! handled; checked against the message's subject and length; taken as the stamped event the
+//! bytes were encoded from, so the reader's rule (`acceptance::as_stored_at` on the stream's own
+//! timestamp) applies unchanged: a copy stored too late is voided exactly as a decoded one
+//! would be.
 //!
 //! Deliberately a cache, never a source: an event missing here (appended by another process,
 //! evicted) is decoded as before. Bounded by count and bytes, and filled only while a shared

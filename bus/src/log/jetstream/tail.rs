@@ -345,8 +345,10 @@ impl Tail {
     }
 }
 
-/// The event id a message was published under (`Nats-Msg-Id`), if it has one.
+/// The event id a message was published under (`Nats-Msg-Id`, or `EVENT_ID_HEADER` for a
+/// compare-and-set), if it has one.
 fn event_id_of(msg: &jetstream::Message) -> Option<uuid::Uuid> {
-    let id = msg.headers.as_ref()?.get(async_nats::header::NATS_MESSAGE_ID)?;
+    let headers = msg.headers.as_ref()?;
+    let id = headers.get(async_nats::header::NATS_MESSAGE_ID).or_else(|| headers.get(super::EVENT_ID_HEADER))?;
     uuid::Uuid::parse_str(id.as_str()).ok()
 }
