@@ -113,7 +113,7 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
                 // from an earlier call with this event id, which may have been stored too late
                 // and be void): whether it counts is what the stored copy says.
                 if late || (a.duplicate && unanswered == 0) {
-                    return counts(log, &subject, a).await.map_err(|e| e.unwrap_or_else(|| void(1)));
+                    return counts(log, &subject, a, started).await.map_err(|e| e.unwrap_or_else(|| void(1)));
                 }
                 if unanswered > 0 {
                     debug!(subject = %subject, unanswered, seq = a.seq, "append resolved: stored");
@@ -123,7 +123,7 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
             Attempt::Conflict(found) if unanswered > 0 => {
                 // Our own earlier copy may be what the condition failed against; one we cannot
                 // look for may be stored, so "nothing was accepted" would not be the truth.
-                let on_subject = log.read_subject(&subject).await.map_err(|e| {
+                let on_subject = read_until(started, || log.read_subject(&subject)).await.map_err(|e| {
                     Error::Indeterminate(format!("cannot look for an earlier copy after a failed condition: {e}"))
                 })?;
                 return match on_subject.iter().find(|s| s.event.event_id == event.event_id) {
@@ -159,9 +159,14 @@ pub(super) async fn append(log: &JetStreamLog, subject: String, event: &Event, e
 /// An answer that came late (or a first "duplicate"): the stored copy counts unless the stream stored it after its
 /// `accept_by`, in which case every reader sees it voided and nothing was accepted.
 /// `Err(None)`: the copy is void.
-async fn counts(log: &JetStreamLog, subject: &str, appended: Appended) -> Result<Appended, Option<Error>> {
+async fn counts(
+    log: &JetStreamLog,
+    subject: &str,
+    appended: Appended,
+    started: Instant,
+) -> Result<Appended, Option<Error>> {
     // Through the log's read path: on a replicated stream a follower may not hold it yet.
-    let copy = super::subject_reads::message_at(&log.stream, log.reads, appended.seq)
+    let copy = read_until(started, || super::subject_reads::message_at(&log.stream, log.reads, appended.seq))
         .await
         .map_err(|e| Some(Error::Indeterminate(format!("cannot read back sequence {}: {e}", appended.seq))))?;
     if matches!(copy.event.body, EventBody::Voided(_)) {
@@ -169,6 +174,29 @@ async fn counts(log: &JetStreamLog, subject: &str, appended: Appended) -> Result
     }
     debug!(subject = %subject, seq = appended.seq, "append resolved: the stored copy counts");
     Ok(appended)
+}
+
+/// Reads what decides an append's outcome, again after a failure (a stream that has just elected
+/// a leader, or a connection being re-established, can refuse a read for a moment), until the
+/// append's `RESOLVE_WITHIN` is spent: the outcome is knowable as soon as the stream answers, so
+/// a single failed read is not yet a reason to answer "unknown".
+async fn read_until<T, F, Fut>(started: Instant, mut read: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        match read().await {
+            Ok(v) => return Ok(v),
+            Err(e) if started.elapsed() + backoff < RESOLVE_WITHIN => {
+                debug!(error = %e, "a read that resolves an append failed; reading again");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_PAUSE);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn nothing_accepted(subject: &str, event: &Event, unanswered: u32) -> Error {
