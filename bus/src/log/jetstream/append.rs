@@ -28,7 +28,9 @@
 //!    `TooLate` when its copy is void (or the deadline has passed before the first publish).
 //! 4. If the stream answers nothing for `RESOLVE_WITHIN`, the outcome is `Indeterminate`: a copy
 //!    may have been stored just before the stream went silent. Never `Unavailable`, which
-//!    promises that nothing was accepted.
+//!    promises that nothing was accepted. The reads that settle an outcome (looking for an
+//!    earlier copy, reading a late answer's copy back) are tried again within the same budget: a
+//!    stream that has just elected a leader may refuse one read and answer the next.
 //!
 //! Correct as long as the writer's clock is at most `SKEW_MARGIN` ahead of the stream leader's
 //! and at most `ACCEPT_WINDOW` behind it (NTP keeps both within milliseconds).
