@@ -130,7 +130,7 @@ impl Clock {
             return Ok(None);
         }
         if rate.is_some() {
-            tokio::time::sleep_until(due).await;
+            crate::pacer::sleep_until(due).await;
         }
         tokio::select! {
             p = window.acquire() => p?.forget(),

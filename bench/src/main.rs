@@ -20,6 +20,7 @@ mod client;
 mod drive;
 mod kept;
 mod lag;
+mod pacer;
 mod peer;
 mod raw;
 mod report;

@@ -85,7 +85,7 @@ pub async fn paced_latency(
         if due >= start + duration {
             break;
         }
-        tokio::time::sleep_until(due).await;
+        crate::pacer::sleep_until(due).await;
         let id = uuid::Uuid::new_v4();
         let publish =
             Publish::build().payload(payload.clone()).message_id(id.to_string()).expected_last_subject_sequence(0);
