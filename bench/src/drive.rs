@@ -61,6 +61,9 @@ pub struct DriveResult {
     pub projector_lag: Option<LagResult>,
     /// In-process bus only: the bus's own stage histograms over the window (`kept.rs`).
     pub stages: Option<Stages>,
+    /// Heap allocations of this process over the window, the in-process bus's and the client
+    /// sessions' together, in a build that counts them (`allocs.rs`).
+    pub allocs: Option<crate::allocs::Allocs>,
     /// In-process bus only: (events, apply µs) of each batch the projector applied in the
     /// window (`batches.rs`).
     pub batches: Option<Vec<(u64, u64)>>,
@@ -184,8 +187,10 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         k.time_to_delivery.reset();
     }
     crate::batches::take();
+    let allocs_start = crate::allocs::Allocs::now();
     let events_start = target.events_so_far(&http).await?;
     tokio::time::sleep_until(clock.end).await;
+    let allocs = crate::allocs::Allocs::now().zip(allocs_start).map(|(end, start)| end.since(start));
     let stages = kept.map(|k| Stages { append: k.append.snapshot(), time_to_delivery: k.time_to_delivery.snapshot() });
     let batches = target.local.as_ref().map(|_| crate::batches::take());
     let events_end = target.events_so_far(&http).await?;
@@ -219,6 +224,7 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
         window: cfg.duration,
         projector_lag,
         stages,
+        allocs,
         batches,
     })
 }

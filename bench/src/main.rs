@@ -9,10 +9,12 @@
 //! never asserted, because a shared machine makes timed assertions flaky.
 
 // The in-process bus gets the allocator the `signalbus` binary ships with, so the numbers are
-// the shipped binary's; see docs/performance.md, "Allocator".
+// the shipped binary's (see docs/performance.md, "Allocator"); counted in a build with
+// `--features count-allocs` (`allocs.rs`).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: allocs::Global = allocs::GLOBAL;
 
+mod allocs;
 mod args;
 mod batches;
 mod bed;

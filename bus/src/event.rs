@@ -15,6 +15,7 @@ mod group;
 mod signal;
 mod subjects;
 mod token;
+mod ts;
 
 pub use directive::{
     DirectiveCanceled, DirectiveCompleted, DirectiveDeclined, DirectiveExpired, DirectiveFailed, DirectiveProgressed,
@@ -113,6 +114,7 @@ pub struct Event {
     pub event_id: Uuid,
     pub schema_version: u16,
     pub tenant: String,
+    #[serde(with = "ts")]
     pub occurred_at: DateTime<Utc>,
     #[serde(default)]
     pub actor: Option<Actor>,
@@ -125,7 +127,7 @@ pub struct Event {
     /// writer that could not learn an append's outcome in time may answer "nothing was
     /// accepted" truthfully. Set by the JetStream log when it first publishes; `None` (the
     /// embedded log, whose appends always have a known outcome) never voids.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "ts::option")]
     pub accept_by: Option<DateTime<Utc>>,
     #[serde(flatten)]
     pub body: EventBody,

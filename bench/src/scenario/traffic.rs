@@ -95,6 +95,13 @@ pub(crate) async fn one_mode(
             ap["p50_ms"], ap["p99_ms"], ap["p999_ms"], td["p50_ms"], td["p99_ms"], td["p999_ms"]
         );
     }
+    if let Some(a) = r.allocs.filter(|_| r.delivered > 0) {
+        let (calls, bytes) = (a.calls as f64 / r.delivered as f64, a.bytes as f64 / r.delivered as f64);
+        json["allocs_per_signal"] = json!({"calls": round(calls, 1), "bytes": round(bytes, 0)});
+        summary += &format!(
+            "\n  heap allocations per delivered signal (this process: bus and client sessions): {calls:.1} ({bytes:.0} B)"
+        );
+    }
     if let Some(samples) = r.batches.as_deref().filter(|s| !s.is_empty()) {
         let b = BatchStats::of(samples);
         json["projector_batches"] = json!({

@@ -22,7 +22,9 @@ pub struct SignalSent {
     /// The (redacted) payload as JSON text, stored verbatim so read models can keep it as jsonb.
     pub payload: String,
     pub delivery_class: DeliveryClass,
+    #[serde(with = "super::ts")]
     pub created_at: DateTime<Utc>,
+    #[serde(with = "super::ts")]
     pub expires_at: DateTime<Utc>,
     pub recipient_state: RecipientState,
     pub publish_path: PublishPath,

@@ -326,23 +326,23 @@ mod tests {
         assert!(check_depth("payload", &json!("scalar")).is_ok());
         assert!(check_depth("payload", &nested(MAX_JSON_DEPTH)).is_ok());
         let deep = json!({"to": "b", "type": "X", "payload": nested(MAX_JSON_DEPTH + 1)});
-        let e = parse_send(&obj(deep)).unwrap_err().to_string();
+        let e = parse_send(obj(deep)).unwrap_err().to_string();
         assert_eq!(e, "payload is nested more than 64 levels deep (arrays and objects); the limit is 64");
-        assert!(parse_send(&obj(json!({"to": "b", "type": "X", "payload": nested(64)}))).is_ok());
+        assert!(parse_send(obj(json!({"to": "b", "type": "X", "payload": nested(64)}))).is_ok());
     }
 
     #[test]
     fn send_requests_parse_with_specific_errors() {
-        let ok = parse_send(&obj(json!({"to": "bob", "type": "Blocker", "ttl_seconds": 5}))).unwrap();
+        let ok = parse_send(obj(json!({"to": "bob", "type": "Blocker", "ttl_seconds": 5}))).unwrap();
         assert_eq!(ok.payload, json!({}));
         assert_eq!(ok.ttl_seconds, Some(5));
-        let msg = |v| parse_send(&obj(v)).unwrap_err().to_string();
+        let msg = |v| parse_send(obj(v)).unwrap_err().to_string();
         assert!(msg(json!({"to": "bob", "type": "X", "from": "eve"})).starts_with("from is not allowed"));
         assert_eq!(msg(json!({"type": "X"})), "to is required");
         assert_eq!(msg(json!({"to": 1, "type": "X"})), "to must be a string");
         assert!(msg(json!({"to": "b", "type": "X", "ttl_seconds": -1})).starts_with("ttl_seconds must be"));
         assert!(msg(json!({"to": "b", "type": "X", "ttl_seconds": 1.5})).starts_with("ttl_seconds must be"));
-        let whole = parse_send(&obj(json!({"to": "b", "type": "X", "ttl_seconds": 2801.0}))).unwrap();
+        let whole = parse_send(obj(json!({"to": "b", "type": "X", "ttl_seconds": 2801.0}))).unwrap();
         assert_eq!(whole.ttl_seconds, Some(2801), "a whole number written with a fraction");
         assert!(msg(json!({"to": "b", "type": "X", "delivery_class": "soon"})).contains("sync or async"));
         assert_eq!(msg(json!({"to": "b", "type": "X", "tto": 1})), "unknown field \"tto\"");

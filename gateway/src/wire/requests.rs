@@ -87,43 +87,53 @@ fn opt_string(map: &Map<String, Value>, key: &str) -> Result<Option<String>, Api
     }
 }
 
-fn req_string(map: &Map<String, Value>, key: &str) -> Result<String, ApiError> {
-    opt_string(map, key)?.ok_or_else(|| ApiError::invalid(format!("{key} is required")))
-}
-
 /// Reads a send request from a JSON object. A `from` field is refused: the sender is always
 /// the authenticated caller. Unknown fields are refused too, so a typo never goes unnoticed.
-pub fn parse_send(map: &Map<String, Value>) -> Result<SendRequest, ApiError> {
+pub fn parse_send(mut map: Map<String, Value>) -> Result<SendRequest, ApiError> {
     if map.contains_key("from") {
         return Err(ApiError::invalid("from is not allowed: the sender is always the authenticated identity"));
     }
     if let Some(k) = map.keys().find(|k| !SEND_FIELDS.contains(&k.as_str())) {
         return Err(ApiError::invalid(format!("unknown field {k:?}")));
     }
-    let delivery_class = match opt_string(map, "delivery_class")? {
+    let delivery_class = match opt_string(&map, "delivery_class")? {
         Some(s) => Some(DeliveryClass::parse(&s)?),
         None => None,
     };
-    let ttl_seconds = opt_seconds(map, "ttl_seconds", "1 and 2592000")?;
-    let deliver_after_seconds = opt_seconds(map, "deliver_after_seconds", "1 and 2592000 (30 days)")?;
-    let deliver_at = opt_instant(map, "deliver_at")?;
+    let ttl_seconds = opt_seconds(&map, "ttl_seconds", "1 and 2592000")?;
+    let deliver_after_seconds = opt_seconds(&map, "deliver_after_seconds", "1 and 2592000 (30 days)")?;
+    let deliver_at = opt_instant(&map, "deliver_at")?;
     if let Some(payload) = map.get("payload") {
         check_depth("payload", payload)?;
     }
+    // The map is the request's own: its strings and payload move into the request, uncopied.
     Ok(SendRequest {
-        to: req_string(map, "to")?,
-        signal_type: req_string(map, "type")?,
-        payload: match map.get("payload") {
+        to: take_required(&mut map, "to")?,
+        signal_type: take_required(&mut map, "type")?,
+        payload: match map.remove("payload") {
             None | Some(Value::Null) => json!({}),
-            Some(v) => v.clone(),
+            Some(v) => v,
         },
         delivery_class,
         ttl_seconds,
-        correlation_id: opt_string(map, "correlation_id")?,
-        dedupe_key: opt_string(map, "dedupe_key")?,
+        correlation_id: take_string(&mut map, "correlation_id")?,
+        dedupe_key: take_string(&mut map, "dedupe_key")?,
         deliver_after_seconds,
         deliver_at,
     })
+}
+
+/// `opt_string`, moving the string out of the map instead of copying it.
+fn take_string(map: &mut Map<String, Value>, key: &str) -> Result<Option<String>, ApiError> {
+    match map.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ApiError::invalid(format!("{key} must be a string"))),
+    }
+}
+
+fn take_required(map: &mut Map<String, Value>, key: &str) -> Result<String, ApiError> {
+    take_string(map, key)?.ok_or_else(|| ApiError::invalid(format!("{key} is required")))
 }
 
 /// What a bulk recall names (CONTRACT §15): the caller's signals of one fan-out, or of one

@@ -34,7 +34,7 @@ pub async fn send(
     AgentAuth(agent): AgentAuth,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let req = wire::parse_send(&json_object(body)?)?;
+    let req = wire::parse_send(json_object(body)?)?;
     Ok(Json(fanout::send_any(&gw, &agent.tenant, &agent.identity, req).await?))
 }
 

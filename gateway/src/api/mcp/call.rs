@@ -88,7 +88,7 @@ pub fn parse(name: &str, args: Option<&Map<String, Value>>) -> Option<Result<Cal
     let empty = Map::new();
     let args = args.unwrap_or(&empty);
     let call = match name {
-        "send_signal" => wire::parse_send(args).map(|request| Call::Send { request, body: args.clone() }),
+        "send_signal" => wire::parse_send(args.clone()).map(|request| Call::Send { request, body: args.clone() }),
         "recall_signal"
             if !args.contains_key("fanout_id")
                 && !args.contains_key("correlation_id")

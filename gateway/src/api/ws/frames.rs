@@ -90,15 +90,19 @@ pub fn decode(text: &str) -> Result<ClientFrame, (Option<String>, ApiError)> {
         Some(_) => return Err((reference, ApiError::invalid("op must be a string"))),
         None => return Err((reference, ApiError::invalid("op is required"))),
     };
-    match decode_op(&op, &map) {
+    match decode_op(&op, map) {
         Ok(op) => Ok(ClientFrame { reference, op }),
         Err(e) => Err((reference, e)),
     }
 }
 
-fn decode_op(op: &str, map: &Map<String, Value>) -> Result<Op, ApiError> {
+fn decode_op(op: &str, map: Map<String, Value>) -> Result<Op, ApiError> {
+    // A send takes its frame's map whole: payload and strings move into the request.
+    if op == "send" {
+        return Ok(Op::Send(wire::parse_send(map)?));
+    }
+    let map = &map;
     match op {
-        "send" => Ok(Op::Send(wire::parse_send(map)?)),
         "recall" if map.contains_key("fanout_id") || map.contains_key("correlation_id") => {
             Ok(Op::RecallMany(wire::parse_recall_many(map)?))
         }
