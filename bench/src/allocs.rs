@@ -10,7 +10,9 @@
 #[cfg(feature = "count-allocs")]
 mod counted {
     pub type Global = stats_alloc::StatsAlloc<mimalloc::MiMalloc>;
-    pub const GLOBAL: Global = stats_alloc::StatsAlloc::new(mimalloc::MiMalloc);
+    pub const fn global() -> Global {
+        stats_alloc::StatsAlloc::new(mimalloc::MiMalloc)
+    }
 
     pub fn now() -> Option<super::Allocs> {
         let s = crate::GLOBAL.stats();
@@ -24,14 +26,16 @@ mod counted {
 #[cfg(not(feature = "count-allocs"))]
 mod counted {
     pub type Global = mimalloc::MiMalloc;
-    pub const GLOBAL: Global = mimalloc::MiMalloc;
+    pub const fn global() -> Global {
+        mimalloc::MiMalloc
+    }
 
     pub fn now() -> Option<super::Allocs> {
         None
     }
 }
 
-pub use counted::{Global, GLOBAL};
+pub use counted::{global, Global};
 
 /// Allocations (calls to `alloc`, `alloc_zeroed` and `realloc`) and their bytes.
 #[derive(Debug, Clone, Copy, Default)]

@@ -12,7 +12,7 @@
 // the shipped binary's (see docs/performance.md, "Allocator"); counted in a build with
 // `--features count-allocs` (`allocs.rs`).
 #[global_allocator]
-static GLOBAL: allocs::Global = allocs::GLOBAL;
+static GLOBAL: allocs::Global = allocs::global();
 
 mod allocs;
 mod args;
