@@ -447,12 +447,20 @@ class Session:
 
 
 async def cancel_all(tasks: List["asyncio.Task[Any]"]) -> None:
-    """Cancel ``tasks`` and wait for each; what they raised was logged by them."""
+    """Cancel ``tasks`` and wait for each; what they raised was logged by them. A task that
+    swallowed its cancellation is cancelled again until it ends: Python 3.11's
+    ``asyncio.wait_for`` can turn a cancel that coincides with its timeout into a
+    ``TimeoutError``, which a loop like the spool replay's then waits out forever."""
     for task in tasks:
         task.cancel()
     for task in tasks:
-        try:
-            await task
-        except (asyncio.CancelledError, Exception):  # noqa: BLE001 - already logged by the task
-            pass
+        while not task.done():
+            await asyncio.wait({task}, timeout=RECANCEL_AFTER)
+            if not task.done():
+                task.cancel()
+        if not task.cancelled():
+            task.exception()  # retrieved, so never reported again: the task logged it
     tasks.clear()
+
+
+RECANCEL_AFTER = 0.5  # seconds a cancelled task has to end before it is cancelled again
