@@ -42,6 +42,9 @@ async def test_readme_examples_run_and_exit_quietly_on_ctrl_c(bus: Bus, admin: A
         proc = subprocess.Popen(
             [sys.executable, str(script)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            # Ctrl-C as at a terminal: a suite started in the background (`cmd &` in a script)
+            # inherits SIGINT ignored, and Python then keeps ignoring it.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
             async with Client(bus.url, alice_tok) as alice:
