@@ -25,15 +25,15 @@ use uuid::Uuid;
 use crate::delivery::confirm::Watch;
 use crate::error::ApiError;
 use crate::state::Gateway;
-use crate::wire::RecallMany;
+use crate::wire::{RecallMany, SendAnswer, SendResponse};
 use crate::{metrics, reads, send, wire};
 
 /// Sends `req` from `(tenant, from)` to an identity or, when `to` is `@name`, to a group.
-pub async fn send_any(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> Result<Value, ApiError> {
+pub async fn send_any(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> Result<SendAnswer, ApiError> {
     if is_group(&req.to) {
-        send_to_group(gw, tenant, from, req).await
+        send_to_group(gw, tenant, from, req).await.map(SendAnswer::Fanout)
     } else {
-        send::send(gw, tenant, from, req).await
+        send::send(gw, tenant, from, req).await.map(SendAnswer::One)
     }
 }
 
@@ -100,7 +100,7 @@ async fn member_answer(gw: &Gateway, tenant: &str, signal_type: &str, m: MemberS
         Err(e) => Err(e.into()),
     };
     let mut v = match answer {
-        Ok(v) => v,
+        Ok(r) => r.to_json(),
         Err(e) => json!({ "error": e.to_json() }),
     };
     v["to"] = json!(to);
@@ -115,7 +115,7 @@ async fn accepted(
     signal_id: Uuid,
     recorded: bus::store::SendRecorded,
     watch: Option<Watch>,
-) -> Result<Value, ApiError> {
+) -> Result<SendResponse, ApiError> {
     let cfg = gw.config();
     let Some(sent) = recorded.state.sent.as_deref() else {
         let state = send::bounce_state(gw, tenant, signal_id).await?;
@@ -128,8 +128,7 @@ async fn accepted(
         _ => false,
     };
     metrics::sent(&cfg.types, &sent.signal_type, sent.delivery_class, sent.recipient_state, sent.publish_path);
-    Ok(wire::SendResponse { sent, delivered, queued: !delivered, resolved_to_session: sent.resolved_to_session }
-        .to_json())
+    Ok(SendResponse::new(sent, delivered, !delivered, sent.resolved_to_session))
 }
 
 /// Recalls each of the caller's signals `what` names (CONTRACT §15): `{"results": [{"signal_id",

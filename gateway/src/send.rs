@@ -15,18 +15,18 @@ use bus::event::{EventBody, PublishPath, RecipientState, SignalSent};
 use bus::send::{decide_send, RecipientView, SendDecision, SendRequest};
 use bus::signal::{SignalCommand, Status};
 use chrono::Utc;
-use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::ApiError;
 use crate::state::Gateway;
+use crate::wire::SendResponse;
 use crate::{metrics, wire};
 
 /// The actor of events the gateway records on its own behalf.
 const GATEWAY_ACTOR: &str = "signalbus/gateway";
 
 /// Sends `req` from `(tenant, from)` and returns the accepted-send response body.
-pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> Result<Value, ApiError> {
+pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> Result<SendResponse, ApiError> {
     let cfg = gw.config();
     if let Err(wait) = gw.limiter().check(tenant, from) {
         metrics::rate_limited();
@@ -84,13 +84,7 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
                 _ => false,
             };
             metrics::sent(&cfg.types, &sent.signal_type, sent.delivery_class, sent.recipient_state, sent.publish_path);
-            Ok(wire::SendResponse {
-                sent,
-                delivered,
-                queued: !delivered,
-                resolved_to_session: sent.resolved_to_session,
-            }
-            .to_json())
+            Ok(SendResponse::new(sent, delivered, !delivered, sent.resolved_to_session))
         }
         (None, true) => {
             let state = match bounced_state {
@@ -108,7 +102,7 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
 /// socket is stuck): it ends here, expired as undeliverable, and the sender hears
 /// `recipient_unavailable` — unless a delivery got onto the stream first, which the
 /// compare-and-set reveals and the answer then reports.
-pub(crate) async fn give_up_sync(gw: &Gateway, tenant: &str, sent: &SignalSent) -> Result<Value, ApiError> {
+pub(crate) async fn give_up_sync(gw: &Gateway, tenant: &str, sent: &SignalSent) -> Result<SendResponse, ApiError> {
     let cfg = gw.config();
     let now = Utc::now();
     let outcome = gw.store().execute(tenant, sent.signal_id, &SignalCommand::Abandon, GATEWAY_ACTOR, now).await;
@@ -120,24 +114,12 @@ pub(crate) async fn give_up_sync(gw: &Gateway, tenant: &str, sent: &SignalSent) 
             // say so rather than guess a bounce.
             tracing::warn!(error = %e, signal_id = %sent.signal_id, "sync push unconfirmed and could not be given up");
             metrics::sent(&cfg.types, &sent.signal_type, sent.delivery_class, sent.recipient_state, sent.publish_path);
-            return Ok(wire::SendResponse {
-                sent,
-                delivered: false,
-                queued: true,
-                resolved_to_session: sent.resolved_to_session,
-            }
-            .to_json());
+            return Ok(SendResponse::new(sent, false, true, sent.resolved_to_session));
         }
     };
     if matches!(state.status, Status::Delivered { .. }) {
         metrics::sent(&cfg.types, &sent.signal_type, sent.delivery_class, sent.recipient_state, sent.publish_path);
-        return Ok(wire::SendResponse {
-            sent,
-            delivered: true,
-            queued: false,
-            resolved_to_session: sent.resolved_to_session,
-        }
-        .to_json());
+        return Ok(SendResponse::new(sent, true, false, sent.resolved_to_session));
     }
     let now_state = gw.presence().resolve(tenant, &sent.to, Utc::now(), cfg.stale_after).state;
     let answered = bus::send::unreachable_state(now_state);
@@ -152,7 +134,7 @@ pub(crate) async fn repeat(
     tenant: &str,
     signal_id: Uuid,
     state: &bus::signal::SignalState,
-) -> Result<Value, ApiError> {
+) -> Result<SendResponse, ApiError> {
     if let Some(sent) = state.sent.as_deref() {
         let delivered = matches!(state.status, Status::Delivered { .. });
         // A sync send that was given up answered a bounce; its repeat does too.
@@ -161,7 +143,7 @@ pub(crate) async fn repeat(
         }
         let queued = !delivered && state.status == Status::Pending;
         let resolved = state.last_delivery.as_ref().and_then(|d| d.session_id).or(sent.resolved_to_session);
-        return Ok(wire::SendResponse { sent, delivered, queued, resolved_to_session: resolved }.to_json());
+        return Ok(SendResponse::new(sent, delivered, queued, resolved));
     }
     if state.bounced {
         return Err(wire::bounce(signal_id, bounce_state(gw, tenant, signal_id).await?));

@@ -33,7 +33,7 @@ pub async fn send(
     State(gw): State<Gateway>,
     AgentAuth(agent): AgentAuth,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::SendAnswer>, ApiError> {
     let req = wire::parse_send(json_object(body)?)?;
     Ok(Json(fanout::send_any(&gw, &agent.tenant, &agent.identity, req).await?))
 }

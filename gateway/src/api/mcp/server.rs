@@ -137,7 +137,9 @@ impl ServerHandler for Server {
 async fn run(gw: &Gateway, b: &Binding, call: Call) -> Result<Value, ApiError> {
     let a = &b.agent;
     match call {
-        Call::Send { request, .. } => fanout::send_any(gw, &a.tenant, &a.identity, request).await,
+        Call::Send { request, .. } => {
+            fanout::send_any(gw, &a.tenant, &a.identity, request).await.map(|a| a.into_json())
+        }
         Call::Recall { signal_id } => {
             let outcome = commands::recall_id(gw, &a.tenant, &a.identity, &signal_id).await?;
             Ok(json!({ "outcome": outcome.as_str() }))

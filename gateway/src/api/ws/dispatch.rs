@@ -46,7 +46,7 @@ pub async fn run(gw: &Gateway, session: &SessionHandle, work: Work) -> Option<St
 /// The `result` frame of an `ack` op: acks are recorded with the session's next batch, so the
 /// answer only counts them.
 pub fn acked(reference: Option<&str>, n: usize) -> String {
-    frames::result_ok(reference, json!({ "acked": n }))
+    frames::result_ok(reference, &json!({ "acked": n }))
 }
 
 /// The name `scopes::WS_OPS` knows an op by.
@@ -70,7 +70,13 @@ async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String
     }
     let (tenant, identity) = (session.tenant.as_str(), session.identity.as_str());
     let result = match frame.op {
-        Op::Send(req) => fanout::send_any(gw, tenant, identity, req).await,
+        // Serialized straight into the frame: the hot path builds no `Value`.
+        Op::Send(req) => {
+            return match fanout::send_any(gw, tenant, identity, req).await {
+                Ok(answer) => frames::result_ok(reference, &answer),
+                Err(e) => frames::result_err(reference, &e),
+            }
+        }
         Op::Recall(None) => {
             metrics::recall(RecallOutcome::NotFound);
             Ok(json!({ "outcome": RecallOutcome::NotFound.as_str() }))
@@ -93,7 +99,7 @@ async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String
         Op::Ping => return frames::pong(reference),
     };
     match result {
-        Ok(v) => frames::result_ok(reference, v),
+        Ok(v) => frames::result_ok(reference, &v),
         Err(e) => frames::result_err(reference, &e),
     }
 }

@@ -72,6 +72,64 @@ pub fn step(text: &str) -> Step {
 
 /// Decodes one client frame; a failure carries the frame's `ref` when it had a usable one.
 pub fn decode(text: &str) -> Result<ClientFrame, (Option<String>, ApiError)> {
+    match plain_send(text) {
+        Some(frame) => Ok(frame),
+        None => decode_value(text),
+    }
+}
+
+/// A `send` frame as almost every session writes it, read straight into its request.
+/// Deliberately strict: a frame this does not take whole (another op, an unknown or repeated
+/// field, a field of another type, a scheduled send, a long `ref`, a bad delivery class or a
+/// payload too deep) is decoded again by `decode_value`, which gives exactly the answer and the
+/// message it always gave. So this only skips the map a frame used to be parsed into (a string
+/// per key and per value, built and dropped per send); it never decides anything itself.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlainSend<'a> {
+    op: &'a str,
+    #[serde(rename = "ref")]
+    reference: Option<String>,
+    to: String,
+    #[serde(rename = "type")]
+    signal_type: String,
+    payload: Option<Value>,
+    delivery_class: Option<&'a str>,
+    ttl_seconds: Option<u64>,
+    correlation_id: Option<String>,
+    dedupe_key: Option<String>,
+    deliver_after_seconds: Option<u64>,
+    deliver_at: Option<&'a str>,
+}
+
+fn plain_send(text: &str) -> Option<ClientFrame> {
+    let f: PlainSend = serde_json::from_str(text).ok()?;
+    let long_ref = f.reference.as_ref().is_some_and(|r| r.chars().count() > MAX_REF_CHARS);
+    if f.op != "send" || f.deliver_at.is_some() || long_ref {
+        return None;
+    }
+    let delivery_class = match f.delivery_class {
+        Some(s) => Some(bus::catalog::DeliveryClass::parse(s).ok()?),
+        None => None,
+    };
+    let payload = f.payload.unwrap_or_else(|| json!({}));
+    wire::check_depth("payload", &payload).ok()?;
+    let req = SendRequest {
+        to: f.to,
+        signal_type: f.signal_type,
+        payload,
+        delivery_class,
+        ttl_seconds: f.ttl_seconds,
+        correlation_id: f.correlation_id,
+        dedupe_key: f.dedupe_key,
+        deliver_after_seconds: f.deliver_after_seconds,
+        deliver_at: None,
+    };
+    Some(ClientFrame { reference: f.reference, op: Op::Send(req) })
+}
+
+/// Decodes any client frame through a `Value`, with a specific message for every malformed part.
+fn decode_value(text: &str) -> Result<ClientFrame, (Option<String>, ApiError)> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| (None, ApiError::invalid(format!("frame is not valid JSON: {}", lower(&e.to_string())))))?;
     let Value::Object(mut map) = value else {
@@ -206,17 +264,19 @@ pub fn welcome(session_id: Uuid, tenant: &str, identity: &str, heartbeat_interva
 /// (sorted), so the frame is byte-for-byte what `json!(…).to_string()` gave; serialized straight
 /// into one buffer instead of built as a map and printed through `Display`, which wrote it piece
 /// by piece through the formatter (3 % of the bus's CPU flat out, one frame per send).
+/// `result` is anything that prints as a JSON object (a `Value`, or a typed answer whose fields
+/// are declared in sorted order, as `wire::SendResponse`).
 #[derive(serde::Serialize)]
-struct ResultOk<'a> {
+struct ResultOk<'a, T> {
     ok: bool,
     op: &'static str,
     #[serde(rename = "ref")]
     reference: Option<&'a str>,
-    result: &'a Value,
+    result: &'a T,
 }
 
-pub fn result_ok(reference: Option<&str>, result: Value) -> String {
-    let frame = ResultOk { ok: true, op: "result", reference, result: &result };
+pub fn result_ok<T: serde::Serialize>(reference: Option<&str>, result: &T) -> String {
+    let frame = ResultOk { ok: true, op: "result", reference, result };
     serde_json::to_string(&frame).expect("a value with string keys always serializes")
 }
 
@@ -240,7 +300,7 @@ mod tests {
         let result = json!({ "signal_id": "x", "delivered": true, "redacted": ["a.b"], "n": null });
         for reference in [None, Some("r\"1")] {
             let before = json!({ "op": "result", "ref": reference, "ok": true, "result": result }).to_string();
-            assert_eq!(result_ok(reference, result.clone()), before);
+            assert_eq!(result_ok(reference, &result), before);
         }
     }
 
@@ -266,6 +326,56 @@ mod tests {
         assert_eq!(err_message(r#"{"op":"ack","signal_ids":[]}"#), "signal_ids must hold 1 to 1000 ids");
         assert_eq!(err_message(r#"{"op":"recall"}"#), "signal_id is required");
         assert!(err_message(r#"{"op":"send","to":"b","type":"X","from":"eve"}"#).starts_with("from is not allowed"));
+    }
+
+    /// Every frame the strict `send` reader takes, it reads as the `Value` path does; every
+    /// other one it leaves to that path, so the answers and messages are the same either way.
+    #[test]
+    fn the_plain_send_reader_agrees_with_the_value_path() {
+        let long_ref = "r".repeat(MAX_REF_CHARS + 1);
+        let frames = [
+            r#"{"op":"send","to":"bob","type":"StatusUpdate","payload":{"z":[1,{"a":null}],"s":"x\ny"}}"#.to_string(),
+            r#"{"to":"bob","ref":"r1","type":"X","op":"send","payload":null,"ttl_seconds":60}"#.to_string(),
+            r#"{"op":"send","to":"b","type":"X","delivery_class":"sync","correlation_id":"c","dedupe_key":null}"#
+                .to_string(),
+            r#"{"op":"send","to":"b","type":"X","deliver_after_seconds":5,"ref":null}"#.to_string(),
+            r#"{"op":"send","to":"b","type":"X","ttl_seconds":2801.0}"#.to_string(),
+            r#"{"op":"send","to":"b","type":"X","ttl_seconds":-1}"#.to_string(),
+            r#"{"op":"send","to":"b","type":"X","delivery_class":"soon"}"#.to_string(),
+            r#"{"op":"send","to":"b","type":"X","from":"eve"}"#.to_string(),
+            r#"{"op":"send","to":"b","to":"c","type":"X"}"#.to_string(),
+            r#"{"op":"send","to":1,"type":"X"}"#.to_string(),
+            r#"{"op":"send","type":"X"}"#.to_string(),
+            r#"{"op":"send","to":"b","type":"X","deliver_at":"2026-11-21T09:30:00Z"}"#.to_string(),
+            r#"{"op":"send","to":"b","type":"X","deliver_at":"soon"}"#.to_string(),
+            r#"{"op":"s\u0065nd","to":"b","type":"X"}"#.to_string(),
+            r#"{"op":"ack","signal_ids":["x"]}"#.to_string(),
+            r#"{"op":"ping"}"#.to_string(),
+            format!(r#"{{"op":"send","to":"b","type":"X","ref":"{long_ref}"}}"#),
+            format!(
+                r#"{{"op":"send","to":"b","type":"X","payload":{}}}"#,
+                serde_json::to_string(&deep(wire::MAX_JSON_DEPTH + 1)).unwrap()
+            ),
+            format!(
+                r#"{{"op":"send","to":"b","type":"X","payload":{}}}"#,
+                serde_json::to_string(&deep(wire::MAX_JSON_DEPTH)).unwrap()
+            ),
+            "{nope".to_string(),
+        ];
+        let mut plain = 0;
+        for text in &frames {
+            let value_path = decode_value(text);
+            assert_eq!(decode(text), value_path, "{text}");
+            if let Some(frame) = plain_send(text) {
+                plain += 1;
+                assert_eq!(Ok(frame), value_path, "{text}");
+            }
+        }
+        assert_eq!(plain, 5, "the plain frames above are read without a map");
+    }
+
+    fn deep(levels: usize) -> Value {
+        (1..levels).fold(json!({}), |inner, i| if i % 2 == 0 { json!({ "k": inner }) } else { json!([inner]) })
     }
 
     #[test]

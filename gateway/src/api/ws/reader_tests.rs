@@ -49,7 +49,7 @@ impl Runner for Recorder {
                     if let Some(gate) = &self.gate {
                         gate.acquire().await.unwrap().forget();
                     }
-                    Some(frames::result_ok(frame.reference.as_deref(), json!({})))
+                    Some(frames::result_ok(frame.reference.as_deref(), &json!({})))
                 }
                 Work::Acks(ids) => {
                     self.batches.lock().unwrap().push(ids);
