@@ -168,20 +168,36 @@ impl SignalState {
         state
     }
 
+    /// `from_events` of one event the caller owns and no longer needs: a send moves in whole
+    /// instead of being copied (the state every recorded send answers from).
+    pub fn from_event(event: EventBody) -> Self {
+        let mut state = Self::default();
+        match event {
+            EventBody::SignalSent(sent) => state.apply_sent(sent),
+            other => state.apply(&other),
+        }
+        state
+    }
+
+    fn apply_sent(&mut self, sent: Box<SignalSent>) {
+        if self.status != Status::Absent || self.bounced {
+            return;
+        }
+        self.status = Status::Pending;
+        // A send that recorded its push is delivered by the same event.
+        if let Some(d) = sent.delivery() {
+            self.status = Status::Delivered { acked: false };
+            self.deliveries = 1;
+            self.last_delivery = Some(d);
+        }
+        self.sent = Some(sent);
+    }
+
     /// Folds one event in. Never fails: an event on the stream is a fact. Events that cannot
     /// follow the current state (they lost no race, so they cannot exist) are ignored.
     pub fn apply(&mut self, event: &EventBody) {
         match event {
-            EventBody::SignalSent(sent) if self.status == Status::Absent && !self.bounced => {
-                self.sent = Some(sent.clone());
-                self.status = Status::Pending;
-                // A send that recorded its push is delivered by the same event.
-                if let Some(d) = sent.delivery() {
-                    self.status = Status::Delivered { acked: false };
-                    self.deliveries = 1;
-                    self.last_delivery = Some(d);
-                }
-            }
+            EventBody::SignalSent(sent) => self.apply_sent(sent.clone()),
             EventBody::SignalBounced(_) if self.sent.is_none() => self.bounced = true,
             EventBody::SignalDelivered(d) if matches!(self.status, Status::Pending | Status::Delivered { .. }) => {
                 self.status = Status::Delivered { acked: false };

@@ -217,12 +217,15 @@ impl SignalStore {
             SendDecision::Bounced(b) => (b.signal_id, None, EventBody::SignalBounced(b)),
         };
         let mut expect = 0;
+        let mut body = Some(body);
         for _ in 0..MAX_ATTEMPTS {
-            let mut event = Event::new(tenant, Some(actor.to_string()), now, body.clone());
+            // Each attempt is an event of its own (a new id); the body moves from one to the next.
+            let Some(next) = body.take() else { break };
+            let mut event = Event::new(tenant, Some(actor.to_string()), now, next);
             event.correlation_id = correlation_id.clone();
             match self.append(&event, Expect::LastSubjectSeq(expect)).await {
                 Ok(a) => {
-                    let state = SignalState::from_events([&event.body]);
+                    let state = SignalState::from_event(event.body);
                     return Ok(SendRecorded { state, created: true, seq: a.seq });
                 }
                 Err(Error::Conflict { .. }) => {
@@ -231,6 +234,7 @@ impl SignalStore {
                     // (its caller heard "nothing was accepted"), so this send is still the first.
                     if state.sent.is_none() && !state.bounced && seq > expect {
                         expect = seq;
+                        body = Some(event.body);
                         continue;
                     }
                     return Ok(SendRecorded { state, created: false, seq });

@@ -44,19 +44,49 @@ impl Subjects {
         format!("{}.>", self.prefix)
     }
 
-    /// `<prefix>.<tenant>.<entity kind>.<id>`
+    /// `<prefix>.<tenant>.<entity kind>.<id>`, written into one buffer sized for it up front
+    /// (`format!` starts small and grows it several times; this runs for every append).
     pub fn of(&self, tenant: &str, entity: Entity<'_>) -> String {
-        let p = &self.prefix;
-        match entity {
-            Entity::Signal(id) => format!("{p}.{tenant}.sig.{}", id.simple()),
-            Entity::Agent(identity) => format!("{p}.{tenant}.agent.{}", subject_token(identity)),
-            Entity::Session(id) => format!("{p}.{tenant}.sess.{}", id.simple()),
-            Entity::Plugin(name) => format!("{p}.{tenant}.plugin.{}", subject_token(name)),
-            Entity::Acks(identity) => format!("{p}.{tenant}.acks.{}", subject_token(identity)),
-            Entity::Directive(id) => format!("{p}.{tenant}.dir.{}", id.simple()),
+        use std::fmt::Write;
+        let mut s = String::with_capacity(self.prefix.len() + tenant.len() + 48);
+        let _ = write!(s, "{}.{tenant}.", self.prefix);
+        let _ = match entity {
+            Entity::Signal(id) => write!(s, "sig.{}", id.simple()),
+            Entity::Agent(identity) => write!(s, "agent.{}", subject_token(identity)),
+            Entity::Session(id) => write!(s, "sess.{}", id.simple()),
+            Entity::Plugin(name) => write!(s, "plugin.{}", subject_token(name)),
+            Entity::Acks(identity) => write!(s, "acks.{}", subject_token(identity)),
+            Entity::Directive(id) => write!(s, "dir.{}", id.simple()),
             // The `@` is dropped: every group name has one, and `~40` in each subject says nothing.
-            Entity::Group(name) => format!("{p}.{tenant}.group.{}", subject_token(name.trim_start_matches('@'))),
-            Entity::AdminToken(id) => format!("{p}.{tenant}.admintok.{}", id.simple()),
+            Entity::Group(name) => write!(s, "group.{}", subject_token(name.trim_start_matches('@'))),
+            Entity::AdminToken(id) => write!(s, "admintok.{}", id.simple()),
+        };
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entity_has_its_own_subject_under_the_prefix() {
+        let s = Subjects::new("sb");
+        let id = Uuid::parse_str("0190a4f5-6a8e-7c3b-9d2e-5f4a3b2c1d0e").unwrap();
+        let cases = [
+            (Entity::Signal(id), "sb.t1.sig.0190a4f56a8e7c3b9d2e5f4a3b2c1d0e".to_string()),
+            (Entity::Agent("bob"), format!("sb.t1.agent.{}", subject_token("bob"))),
+            (Entity::Session(id), "sb.t1.sess.0190a4f56a8e7c3b9d2e5f4a3b2c1d0e".to_string()),
+            (Entity::Plugin("p.x"), format!("sb.t1.plugin.{}", subject_token("p.x"))),
+            (Entity::Acks("bob"), format!("sb.t1.acks.{}", subject_token("bob"))),
+            (Entity::Directive(id), "sb.t1.dir.0190a4f56a8e7c3b9d2e5f4a3b2c1d0e".to_string()),
+            (Entity::Group("@ops"), format!("sb.t1.group.{}", subject_token("ops"))),
+            (Entity::AdminToken(id), "sb.t1.admintok.0190a4f56a8e7c3b9d2e5f4a3b2c1d0e".to_string()),
+        ];
+        for (entity, expected) in cases {
+            assert_eq!(s.of("t1", entity), expected);
         }
+        let long = "a".repeat(300);
+        assert_eq!(s.of("t1", Entity::Agent(&long)), format!("sb.t1.agent.{}", subject_token(&long)));
     }
 }

@@ -38,7 +38,8 @@ pub struct Resolution {
 #[derive(Debug, Default)]
 struct Inner {
     sessions: HashMap<Uuid, Entry>,
-    by_identity: HashMap<(String, String), HashSet<Uuid>>,
+    /// tenant → identity → open sessions: nested, so the per-send lookup borrows its keys.
+    by_identity: HashMap<String, HashMap<String, HashSet<Uuid>>>,
 }
 
 #[derive(Debug, Default)]
@@ -71,12 +72,12 @@ impl Presence {
 
     pub fn open(&self, id: Uuid, entry: Entry) {
         let mut inner = self.inner.write().unwrap();
-        let key = (entry.tenant.clone(), entry.identity.clone());
         match inner.sessions.get_mut(&id) {
             Some(existing) => existing.last_heartbeat = existing.last_heartbeat.max(entry.last_heartbeat),
             None => {
+                let identities = inner.by_identity.entry(entry.tenant.clone()).or_default();
+                identities.entry(entry.identity.clone()).or_default().insert(id);
                 inner.sessions.insert(id, entry);
-                inner.by_identity.entry(key).or_default().insert(id);
             }
         }
     }
@@ -92,11 +93,15 @@ impl Presence {
     pub fn close(&self, id: Uuid) {
         let mut inner = self.inner.write().unwrap();
         if let Some(e) = inner.sessions.remove(&id) {
-            let key = (e.tenant, e.identity);
-            if let Some(set) = inner.by_identity.get_mut(&key) {
-                set.remove(&id);
-                if set.is_empty() {
-                    inner.by_identity.remove(&key);
+            if let Some(identities) = inner.by_identity.get_mut(&e.tenant) {
+                if let Some(set) = identities.get_mut(&e.identity) {
+                    set.remove(&id);
+                    if set.is_empty() {
+                        identities.remove(&e.identity);
+                    }
+                }
+                if identities.is_empty() {
+                    inner.by_identity.remove(&e.tenant);
                 }
             }
         }
@@ -114,7 +119,7 @@ impl Presence {
     /// Every open session of an identity, on any node.
     pub fn sessions_of(&self, tenant: &str, identity: &str) -> Vec<(Uuid, Entry)> {
         let inner = self.inner.read().unwrap();
-        let Some(ids) = inner.by_identity.get(&(tenant.to_string(), identity.to_string())) else { return Vec::new() };
+        let Some(ids) = inner.ids_of(tenant, identity) else { return Vec::new() };
         ids.iter().filter_map(|id| inner.sessions.get(id).map(|e| (*id, e.clone()))).collect()
     }
 
@@ -139,25 +144,38 @@ impl Presence {
     pub fn resolve(&self, tenant: &str, identity: &str, now: DateTime<Utc>, stale_after: Duration) -> Resolution {
         let inner = self.inner.read().unwrap();
         let threshold = bus::presence::stale_threshold(now, stale_after);
-        let ids = inner.by_identity.get(&(tenant.to_string(), identity.to_string()));
-        let entries: Vec<(&Uuid, &Entry)> =
-            ids.into_iter().flatten().filter_map(|id| inner.sessions.get_key_value(id)).collect();
-        let last_heartbeat = entries.iter().map(|(_, e)| e.last_heartbeat).max();
-        let mut live: Vec<&(&Uuid, &Entry)> =
-            entries.iter().filter(|(_, e)| bus::presence::is_live(e.last_heartbeat, threshold)).collect();
-        // Freshest first, ws before piggyback at equal freshness: a push beats a buffer.
-        live.sort_by(|a, b| {
-            (b.1.surface == Surface::Ws, b.1.last_heartbeat).cmp(&(a.1.surface == Surface::Ws, a.1.last_heartbeat))
-        });
-        let has_live_ws = live.iter().any(|(_, e)| e.surface == Surface::Ws);
-        let state = bus::presence::recipient_state(entries.len(), last_heartbeat, threshold);
+        // One pass, nothing collected: this runs for every send.
+        let (mut open, mut live_sessions, mut has_live_ws) = (0, 0, false);
+        let mut last_heartbeat: Option<DateTime<Utc>> = None;
+        let mut best: Option<(&Uuid, &Entry)> = None;
+        let sessions = inner.ids_of(tenant, identity).into_iter().flatten();
+        for (id, e) in sessions.filter_map(|id| inner.sessions.get_key_value(id)) {
+            open += 1;
+            last_heartbeat = last_heartbeat.max(Some(e.last_heartbeat));
+            if !bus::presence::is_live(e.last_heartbeat, threshold) {
+                continue;
+            }
+            live_sessions += 1;
+            has_live_ws |= e.surface == Surface::Ws;
+            // Freshest first, ws before piggyback at equal freshness: a push beats a buffer.
+            let rank = |e: &Entry| (e.surface == Surface::Ws, e.last_heartbeat);
+            if best.is_none_or(|(_, b)| rank(e) > rank(b)) {
+                best = Some((id, e));
+            }
+        }
         Resolution {
-            state,
+            state: bus::presence::recipient_state(open, last_heartbeat, threshold),
             has_live_ws,
-            resolved: live.first().map(|(id, e)| (**id, e.node.clone())),
-            live_sessions: live.len(),
+            resolved: best.map(|(id, e)| (*id, e.node.clone())),
+            live_sessions,
             last_heartbeat,
         }
+    }
+}
+
+impl Inner {
+    fn ids_of(&self, tenant: &str, identity: &str) -> Option<&HashSet<Uuid>> {
+        self.by_identity.get(tenant)?.get(identity)
     }
 }
 
