@@ -1,0 +1,152 @@
+//! The answer to a send (CONTRACT §4, and §15's fan-out) as a typed value every surface
+//! serializes as it is: the WebSocket `result` frame, the HTTP body, the MCP tool result.
+//!
+//! Deliberately decides nothing: `send.rs` and `fanout.rs` say what was delivered or queued;
+//! this only holds the answer and prints it byte for byte as the map it replaced.
+
+use bus::event::SignalSent;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::ts;
+
+/// The accepted-send response (CONTRACT §4), plus `deliver_at` when it was scheduled (§16) and
+/// `redacted` when something was redacted. Serialized straight into its frame or body: fields
+/// are declared in the order a `Value` prints its keys (sorted), so the bytes are what
+/// `json!(…).to_string()` gave, without a map and a string per key built and dropped per send.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SendResponse {
+    #[serde(serialize_with = "ser_ts")]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "ser_opt_ts", skip_serializing_if = "Option::is_none")]
+    pub deliver_at: Option<DateTime<Utc>>,
+    pub delivered: bool,
+    pub delivery_class: &'static str,
+    #[serde(serialize_with = "ser_ts")]
+    pub expires_at: DateTime<Utc>,
+    pub publish_path: &'static str,
+    pub queued: bool,
+    pub recipient_state: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
+    pub resolved_to_session: Option<Uuid>,
+    pub signal_id: Uuid,
+}
+
+impl SendResponse {
+    /// The answer for `sent`: delivered or queued, resolved to `resolved_to_session`.
+    pub fn new(sent: &SignalSent, delivered: bool, queued: bool, resolved_to_session: Option<Uuid>) -> Self {
+        SendResponse {
+            created_at: sent.created_at,
+            deliver_at: sent.deliver_at,
+            delivered,
+            delivery_class: sent.delivery_class.as_str(),
+            expires_at: sent.expires_at,
+            publish_path: sent.publish_path.as_str(),
+            queued,
+            recipient_state: sent.recipient_state.as_str(),
+            redacted: sent.redacted.clone(),
+            resolved_to_session,
+            signal_id: sent.signal_id,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("a send response always serializes")
+    }
+}
+
+/// What a send answers (`POST /v1/signals`, the `send` op, `send_signal`): one signal's
+/// response, or a fan-out's `{"fanout_id","to","results"}` (CONTRACT §15).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum SendAnswer {
+    One(SendResponse),
+    Fanout(Value),
+}
+
+impl SendAnswer {
+    pub fn into_json(self) -> Value {
+        match self {
+            SendAnswer::One(r) => r.to_json(),
+            SendAnswer::Fanout(v) => v,
+        }
+    }
+}
+
+fn ser_ts<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&ts(*t))
+}
+
+fn ser_opt_ts<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => ser_ts(t, s),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bus::catalog::DeliveryClass;
+    use bus::event::RecipientState;
+    use serde_json::json;
+
+    use super::*;
+
+    /// The map the send answer was built as before it was typed: the typed one prints the same.
+    fn answer_as_map(s: &SignalSent, delivered: bool, queued: bool, resolved: Option<Uuid>) -> String {
+        let mut v = json!({
+            "signal_id": s.signal_id, "delivered": delivered, "queued": queued,
+            "recipient_state": s.recipient_state.as_str(), "delivery_class": s.delivery_class.as_str(),
+            "created_at": ts(s.created_at), "expires_at": ts(s.expires_at),
+            "resolved_to_session": resolved, "publish_path": s.publish_path.as_str(),
+        });
+        if let Some(at) = s.deliver_at {
+            v["deliver_at"] = json!(ts(at));
+        }
+        if !s.redacted.is_empty() {
+            v["redacted"] = json!(s.redacted);
+        }
+        v.to_string()
+    }
+
+    #[test]
+    fn a_send_answer_prints_as_its_map_did() {
+        let now = Utc::now();
+        let mut sent = SignalSent {
+            signal_id: Uuid::new_v4(),
+            from: "a".into(),
+            to: "b".into(),
+            signal_type: "X".into(),
+            category: bus::catalog::Category::Blocker,
+            priority: 1,
+            payload: "{}".into(),
+            delivery_class: DeliveryClass::Sync,
+            created_at: now,
+            expires_at: now,
+            recipient_state: RecipientState::NotAvailableStale,
+            publish_path: bus::event::PublishPath::PushedToWs,
+            correlation_id: None,
+            dedupe_key: None,
+            redacted: vec![],
+            resolved_to_session: None,
+            pushed_to: None,
+            fanout_id: None,
+            deliver_at: None,
+        };
+        let session = Some(Uuid::new_v4());
+        for (delivered, queued, resolved) in [(true, false, session), (false, true, None)] {
+            let typed = SendResponse::new(&sent, delivered, queued, resolved);
+            assert_eq!(serde_json::to_string(&typed).unwrap(), answer_as_map(&sent, delivered, queued, resolved));
+            assert_eq!(typed.to_json().to_string(), answer_as_map(&sent, delivered, queued, resolved));
+        }
+        sent.deliver_at = Some(now);
+        sent.redacted = vec!["a.token".into(), "pw".into()];
+        let typed = SendAnswer::One(SendResponse::new(&sent, false, true, None));
+        assert_eq!(serde_json::to_string(&typed).unwrap(), answer_as_map(&sent, false, true, None));
+        let fanout = json!({"fanout_id": Uuid::new_v4(), "results": []});
+        assert_eq!(serde_json::to_string(&SendAnswer::Fanout(fanout.clone())).unwrap(), fanout.to_string());
+    }
+}
