@@ -89,8 +89,6 @@ fn ser_opt_ts<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S
 
 #[cfg(test)]
 mod tests {
-    use bus::catalog::DeliveryClass;
-    use bus::event::RecipientState;
     use serde_json::json;
 
     use super::*;
@@ -115,27 +113,13 @@ mod tests {
     #[test]
     fn a_send_answer_prints_as_its_map_did() {
         let now = Utc::now();
-        let mut sent = SignalSent {
-            signal_id: Uuid::new_v4(),
-            from: "a".into(),
-            to: "b".into(),
-            signal_type: "X".into(),
-            category: bus::catalog::Category::Blocker,
-            priority: 1,
-            payload: "{}".into(),
-            delivery_class: DeliveryClass::Sync,
-            created_at: now,
-            expires_at: now,
-            recipient_state: RecipientState::NotAvailableStale,
-            publish_path: bus::event::PublishPath::PushedToWs,
-            correlation_id: None,
-            dedupe_key: None,
-            redacted: vec![],
-            resolved_to_session: None,
-            pushed_to: None,
-            fanout_id: None,
-            deliver_at: None,
-        };
+        // Built from its stored form, the fields a send may leave out at their defaults.
+        let mut sent: SignalSent = serde_json::from_value(json!({
+            "signal_id": Uuid::new_v4(), "from": "a", "to": "b", "signal_type": "X", "category": "BLOCKER",
+            "priority": 1, "payload": "{}", "delivery_class": "sync", "created_at": now, "expires_at": now,
+            "recipient_state": "not_available_stale", "publish_path": "pushed_to_ws",
+        }))
+        .unwrap();
         let session = Some(Uuid::new_v4());
         for (delivered, queued, resolved) in [(true, false, session), (false, true, None)] {
             let typed = SendResponse::new(&sent, delivered, queued, resolved);
