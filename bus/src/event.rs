@@ -15,7 +15,7 @@ mod group;
 mod signal;
 mod subjects;
 mod token;
-mod ts;
+pub mod ts;
 
 pub use directive::{
     DirectiveCanceled, DirectiveCompleted, DirectiveDeclined, DirectiveExpired, DirectiveFailed, DirectiveProgressed,
@@ -80,6 +80,8 @@ pub enum Surface {
 macro_rules! wire_names {
     ($($ty:ident { $($variant:ident => $name:literal),* $(,)? })*) => {$(
         impl $ty {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),*];
             pub fn as_str(self) -> &'static str {
                 match self { $($ty::$variant => $name),* }
             }

@@ -141,7 +141,9 @@ pub fn decide_send(
             return Err(DomainError::invalid("dedupe_key must be 1 to 200 characters"));
         }
     }
-    let encoded_len = crate::json::encoded_len(&req.payload);
+    // The text is built once: it is what is stored unless the redaction guard changes the payload.
+    let text = crate::json::to_text(&req.payload);
+    let encoded_len = text.len();
     if encoded_len > max_payload_bytes {
         return Err(DomainError::PayloadTooLarge(format!(
             "payload is {encoded_len} bytes encoded, the limit is {max_payload_bytes}"
@@ -187,7 +189,8 @@ pub fn decide_send(
         signal_type: req.signal_type,
         category: defaults.category,
         priority: defaults.priority(),
-        payload: crate::json::to_text(&payload),
+        // `redact` names every value it replaced, so nothing named means nothing changed.
+        payload: if redacted.is_empty() { text } else { crate::json::to_text(&payload) },
         delivery_class,
         created_at,
         expires_at: deliver_at.unwrap_or(created_at) + Duration::seconds(ttl as i64),

@@ -6,7 +6,7 @@
 //! caller owns it and the writer lock it holds (`Backend::apply` for the live projector, a
 //! rebuild for its scratch tables).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -107,7 +107,7 @@ pub(crate) async fn refresh_open(conn: &mut Conn<'_>, now: DateTime<Utc>, stale_
 /// Patches of rows sent in earlier batches are left to `patch_signals`.
 async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uuid>> {
     if b.sent.is_empty() {
-        return Ok(HashSet::new());
+        return Ok(HashSet::default());
     }
     let s = &b.sent;
     let new_ids: HashSet<Uuid> = s.iter().map(|r| r.id).collect();

@@ -8,7 +8,7 @@
 //! them (`bus::signal`), so this only records what happened. Merging per key matters because a
 //! multi-row upsert may touch each row once per statement.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use bus::event::{EventBody, SessionKind, SignalDelivered, SignalSent, Surface};
 use bus::send::MAX_CORRELATION_ID_CHARS;
@@ -184,13 +184,13 @@ impl Batch {
             events: entries.len(),
             ..Batch::default()
         };
-        let mut patches: HashMap<Uuid, usize> = HashMap::new();
-        let mut sessions: HashMap<Uuid, usize> = HashMap::new();
-        let mut states: HashMap<(String, String), usize> = HashMap::new();
-        let mut touched: HashMap<(String, String), ()> = HashMap::new();
-        let mut agents: HashMap<(String, String), Option<AgentRow>> = HashMap::new();
-        let mut removed: HashMap<(String, String), ()> = HashMap::new();
-        let mut directive_patches: HashMap<Uuid, usize> = HashMap::new();
+        let mut patches: HashMap<Uuid, usize> = HashMap::default();
+        let mut sessions: HashMap<Uuid, usize> = HashMap::default();
+        let mut states: HashMap<(String, String), usize> = HashMap::default();
+        let mut touched: HashMap<(String, String), ()> = HashMap::default();
+        let mut agents: HashMap<(String, String), Option<AgentRow>> = HashMap::default();
+        let mut removed: HashMap<(String, String), ()> = HashMap::default();
+        let mut directive_patches: HashMap<Uuid, usize> = HashMap::default();
         let mut groups = GroupFold::default();
         for entry in entries {
             let stored = match entry.entry() {

@@ -4,7 +4,7 @@
 //! Deliberately holds no socket: each session's writer task owns its socket half, and the hub
 //! only holds the bounded queue in front of it, so a slow client never blocks anyone else.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
@@ -78,7 +78,7 @@ impl SessionHandle {
             closing: CancellationToken::new(),
             reason: Mutex::new(None),
             last_seen: Mutex::new(Instant::now()),
-            delivered: Mutex::new(HashSet::new()),
+            delivered: Mutex::new(HashSet::default()),
         }
     }
 

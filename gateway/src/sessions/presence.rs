@@ -5,7 +5,7 @@
 //! Deliberately does not close or ping anything (`ws/session.rs` does) and never reads a read
 //! model: presence is on the send hot path and must not wait for the projector.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::sync::RwLock;
 use std::time::Duration;
 

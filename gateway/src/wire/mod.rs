@@ -25,6 +25,7 @@ pub use send_answer::{SendAnswer, SendResponse};
 
 use std::borrow::Cow;
 
+use bus::event::ts::Rfc3339;
 use bus::event::{RecipientState, SignalSent};
 use chrono::{DateTime, SecondsFormat, Utc};
 use projector::queries::SignalRow;
@@ -37,7 +38,12 @@ use crate::error::ApiError;
 
 /// RFC 3339, UTC, microseconds: the precision the read models keep.
 pub fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+    ts_text(&t).as_str().to_string()
+}
+
+/// `ts`'s text on the stack, for frames written straight into their buffer.
+pub fn ts_text(t: &DateTime<Utc>) -> Rfc3339 {
+    Rfc3339::new(t, SecondsFormat::Micros)
 }
 
 /// A recorded plugin fact: its per-plugin `seq`, and the paths of `state` the redaction guard
@@ -68,27 +74,42 @@ pub fn bounce(signal_id: Uuid, recipient_state: RecipientState) -> ApiError {
 /// Keys come out in the order a `Value` prints them (sorted), so the frame is byte-for-byte what
 /// it was; a stored payload that is not valid JSON still goes out as `null`.
 pub fn signal_frame(s: &SignalSent, redelivered: bool) -> String {
-    use std::io::Write;
     let payload =
         if serde_json::from_str::<serde::de::IgnoredAny>(&s.payload).is_ok() { s.payload.as_str() } else { "null" };
     let mut out: Vec<u8> = Vec::with_capacity(320 + s.payload.len());
-    // Strings are escaped straight into the frame (`json_str`), not built one by one first.
+    // Strings are escaped straight into the frame (`json_str`), not built one by one first; the
+    // literal parts are copied, not formatted (`write!` went through `core::fmt` piece by piece).
     let json_str = |out: &mut Vec<u8>, v: &str| serde_json::to_writer(out, v).expect("a str always serializes");
-    let _ = write!(out, r#"{{"op":"signal","signal":{{"category":"#);
+    let raw = |out: &mut Vec<u8>, parts: &[&[u8]]| parts.iter().for_each(|p| out.extend_from_slice(p));
+    raw(&mut out, &[br#"{"op":"signal","signal":{"category":"#]);
     json_str(&mut out, s.category.as_str());
-    let _ = write!(out, r#","correlation_id":"#);
+    raw(&mut out, &[br#","correlation_id":"#]);
     match s.correlation_id.as_deref() {
         Some(c) => json_str(&mut out, c),
         None => out.extend_from_slice(b"null"),
     }
-    let _ = write!(out, r#","created_at":"{}","delivery_class":"#, ts(s.created_at));
+    let (created, expires) = (ts_text(&s.created_at), ts_text(&s.expires_at));
+    raw(&mut out, &[br#","created_at":""#, created.as_str().as_bytes(), br#"","delivery_class":"#]);
     json_str(&mut out, s.delivery_class.as_str());
-    let _ = write!(out, r#","expires_at":"{}","from":"#, ts(s.expires_at));
+    raw(&mut out, &[br#","expires_at":""#, expires.as_str().as_bytes(), br#"","from":"#]);
     json_str(&mut out, &s.from);
-    let _ = write!(
-        out,
-        r#","id":"{}","payload":{payload},"priority":{},"redelivered":{redelivered},"to":"#,
-        s.signal_id, s.priority
+    let id = s.signal_id.hyphenated();
+    let mut id_text = Uuid::encode_buffer();
+    let priority = s.priority.to_string();
+    let redelivered: &[u8] = if redelivered { b"true" } else { b"false" };
+    raw(
+        &mut out,
+        &[
+            br#","id":""#,
+            id.encode_lower(&mut id_text).as_bytes(),
+            br#"","payload":"#,
+            payload.as_bytes(),
+            br#","priority":"#,
+            priority.as_bytes(),
+            br#","redelivered":"#,
+            redelivered,
+            br#","to":"#,
+        ],
     );
     json_str(&mut out, &s.to);
     out.extend_from_slice(br#","type":"#);

@@ -6,7 +6,7 @@
 //! compare-and-set, before the event was stored. Only what the read model cannot hold (JSON
 //! neither backend reads back, a correlation id longer than the column) is refused here.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use bus::event::{DirectiveStatus, EventBody};
 use bus::log::Stored;

@@ -20,7 +20,7 @@ use async_nats::jetstream::message::StreamMessage;
 use async_nats::jetstream::stream::{DirectGetErrorKind, Stream};
 use tracing::debug;
 
-use super::messages::stored;
+use super::messages::{chrono_at, stored};
 use crate::error::Result;
 use crate::log::Stored;
 
@@ -93,7 +93,7 @@ impl DirectReader {
                 }
             };
             expected = Some(msg.sequence + 1);
-            let event = stored(msg.sequence, msg.subject.as_str(), &msg.payload, msg.time);
+            let event = stored(msg.sequence, msg.subject.as_str(), &msg.payload, chrono_at(msg.time));
             self.ahead.push_back((msg.sequence, event));
         }
         self.batch = if whole { (self.batch * 2).min(MAX_BATCH) } else { 1 };

@@ -138,6 +138,9 @@ impl EventLog for JetStreamLog {
             shared.as_ref().map(|f| f.subscribe(source, from_seq))
         };
         let Some(sub) = sub else { return Err(Error::Unavailable("the shared tail did not start".into())) };
+        // Boxed: the stream moves its state into and out of every step, and a subscriber holds
+        // a whole private tail (consumer info and all, kilobytes) — a copy per event per reader.
+        let sub = Box::new(sub);
         Ok(futures::stream::unfold(sub, |mut s| async move { s.next_event().await.map(|item| (item, s)) }).boxed())
     }
 

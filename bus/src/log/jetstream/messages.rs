@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::{self, Context};
+use chrono::{DateTime, Utc};
 
 use super::errors::unavailable;
 use crate::codec;
@@ -48,7 +49,7 @@ pub(super) async fn consumer_from(js: &Context, stream: &str, from_seq: u64) -> 
 
 /// An event as readers must see it: decoded (or reported undecodable), and voided if the stream
 /// stored it after its writer's `accept_by` (`stored_at` is the stream's own timestamp).
-pub(super) fn stored(seq: u64, subject: &str, payload: &[u8], stored_at: time::OffsetDateTime) -> Result<Stored> {
+pub(super) fn stored(seq: u64, subject: &str, payload: &[u8], stored_at: Option<DateTime<Utc>>) -> Result<Stored> {
     let event = match codec::decode(payload) {
         Ok(event) => event,
         Err(e) => return Err(Error::Undecodable { seq, subject: subject.to_string(), reason: codec::reason(e) }),
@@ -62,17 +63,108 @@ pub(super) fn stored_event(
     seq: u64,
     subject: &str,
     event: crate::event::Event,
-    stored_at: time::OffsetDateTime,
+    stored_at: Option<DateTime<Utc>>,
 ) -> Stored {
-    let event = match chrono::DateTime::from_timestamp(stored_at.unix_timestamp(), stored_at.nanosecond()) {
+    let event = match stored_at {
         Some(at) => crate::acceptance::as_stored_at(event, at),
         None => event,
     };
     Stored { seq, subject: subject.to_string(), event }
 }
 
+/// A direct get's or a message's stored time as chrono keeps it.
+pub(super) fn chrono_at(t: time::OffsetDateTime) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.unix_timestamp(), t.nanosecond())
+}
+
+/// What a consumer's delivery says of a message in its reply subject (`$JS.ACK.…`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Delivery {
+    pub stream_seq: u64,
+    pub consumer_seq: u64,
+    pub stored_at: DateTime<Utc>,
+}
+
+/// Reads `reply` as async-nats's `Message::info` does — both layouts: the old one of 7 tokens
+/// (`stream.consumer.delivered.sseq.cseq.nanos.pending`) and the newer one of 9 or more, which
+/// starts with a domain and an account hash — without building its time value, which the tail
+/// then turned into chrono's (~2,000 instructions a message under callgrind, every message).
+pub(super) fn delivery_of(reply: Option<&str>) -> Option<Delivery> {
+    let rest = reply?.strip_prefix("$JS.ACK.")?.as_bytes();
+    // Token boundaries by hand: `str::split` and `parse` cost as much as the time value did.
+    let mut tokens: [&[u8]; 10] = [&[]; 10];
+    let mut n = 0;
+    for token in rest.split(|b| *b == b'.') {
+        if n == tokens.len() {
+            break;
+        }
+        tokens[n] = token;
+        n += 1;
+    }
+    let first = match n {
+        9.. => 2,
+        7 => 0,
+        _ => return None,
+    };
+    let [_stream, _consumer, delivered, sseq, cseq, nanos, pending] = tokens[first..first + 7] else {
+        return None;
+    };
+    number(delivered)?;
+    number(pending)?;
+    Some(Delivery {
+        stream_seq: number(sseq)?,
+        consumer_seq: number(cseq)?,
+        stored_at: DateTime::from_timestamp_nanos(i64::try_from(number(nanos)?).ok()?),
+    })
+}
+
+/// An unsigned decimal token: at least one digit, nothing else, no overflow.
+fn number(token: &[u8]) -> Option<u64> {
+    if token.is_empty() {
+        return None;
+    }
+    token.iter().try_fold(0u64, |n, b| match b {
+        b'0'..=b'9' => n.checked_mul(10)?.checked_add(u64::from(b - b'0')),
+        _ => None,
+    })
+}
+
 pub(super) fn stored_from_consumer(msg: jetstream::Message) -> Result<Stored> {
-    let info = msg.info().map_err(|e| Error::Decode(format!("consumer message metadata: {e}")))?;
-    let (seq, published) = (info.stream_sequence, info.published);
-    stored(seq, msg.subject.as_str(), &msg.payload, published)
+    let d = delivery_of(msg.reply.as_deref())
+        .ok_or_else(|| Error::Decode(format!("consumer message metadata: {:?}", msg.reply.as_deref())))?;
+    stored(d.stream_seq, msg.subject.as_str(), &msg.payload, Some(d.stored_at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn given_either_reply_layout_when_read_then_sequences_and_time_are_found() {
+        let at = DateTime::from_timestamp_nanos(1_764_331_205_123_456_789);
+        let want = Some(Delivery { stream_seq: 42, consumer_seq: 7, stored_at: at });
+        let old = "$JS.ACK.sb.c1.1.42.7.1764331205123456789.0";
+        let new = "$JS.ACK._.ABCHASH.sb.c1.1.42.7.1764331205123456789.0.tok";
+        let new_bare = "$JS.ACK.hub.ABCHASH.sb.c1.2.42.7.1764331205123456789.3";
+        for reply in [old, new, new_bare] {
+            assert_eq!(delivery_of(Some(reply)), want, "{reply}");
+        }
+    }
+
+    #[test]
+    fn given_a_foreign_or_broken_reply_when_read_then_nothing() {
+        for reply in [
+            None,
+            Some("_INBOX.x.y"),
+            Some("$JS.ACK.sb.c1.1.42.7"),
+            Some("$JS.ACK.sb.c1.1.x.7.1764331205123456789.0"),
+            Some("$JS.ACK.sb.c1.1.42.7.1764331205123456789.-1"),
+            Some("$JS.ACK.sb.c1.1.42.7.99999999999999999999999.0"),
+            Some("$JS.ACK.sb.c1.1.42.7.9223372036854775808.0"),
+            Some("$JS.ACK.sb.c1.1..7.1764331205123456789.0"),
+            Some("$JS.ACK.sb.c1.1.+42.7.1764331205123456789.0"),
+        ] {
+            assert_eq!(delivery_of(reply), None, "{reply:?}");
+        }
+    }
 }

@@ -14,7 +14,9 @@
 //! evicted) is decoded as before. Bounded by count and bytes, and filled only while a shared
 //! tail runs.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 

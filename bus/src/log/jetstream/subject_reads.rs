@@ -13,7 +13,7 @@ use async_nats::jetstream::stream::{DirectGetErrorKind, LastRawMessageErrorKind,
 use async_nats::jetstream::{self};
 
 use super::errors::unavailable;
-use super::messages::stored;
+use super::messages::{chrono_at, stored};
 use crate::error::{Error, Result};
 use crate::log::Stored;
 
@@ -58,7 +58,7 @@ pub(super) async fn read_subject(stream: &Stream, path: ReadPath, subject: &str,
             },
         };
         from = msg.sequence + 1;
-        out.push(stored(msg.sequence, msg.subject.as_str(), &msg.payload, msg.time)?);
+        out.push(stored(msg.sequence, msg.subject.as_str(), &msg.payload, chrono_at(msg.time))?);
     }
 }
 
@@ -76,7 +76,7 @@ pub(super) async fn last_on_subject(stream: &Stream, path: ReadPath, subject: &s
             Err(e) => return Err(unavailable("cannot read subject", e)),
         },
     };
-    Ok(Some(stored(msg.sequence, msg.subject.as_str(), &msg.payload, msg.time)?))
+    Ok(Some(stored(msg.sequence, msg.subject.as_str(), &msg.payload, chrono_at(msg.time))?))
 }
 
 /// When the message at `seq` was stored (a probe for `marks.rs`).
@@ -97,5 +97,5 @@ pub(super) async fn message_at(stream: &Stream, path: ReadPath, seq: u64) -> Res
         ReadPath::Direct => stream.direct_get(seq).await.map_err(|e| unavailable("cannot read a message", e))?,
         ReadPath::Leader => stream.get_raw_message(seq).await.map_err(|e| unavailable("cannot read a message", e))?,
     };
-    stored(msg.sequence, msg.subject.as_str(), &msg.payload, msg.time)
+    stored(msg.sequence, msg.subject.as_str(), &msg.payload, chrono_at(msg.time))
 }

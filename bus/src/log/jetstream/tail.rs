@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, PullConsumer};
 use async_nats::jetstream::stream::Stream;
-use async_nats::jetstream::{self, Context};
+use async_nats::jetstream::Context;
 use async_nats::StatusCode;
 use futures::StreamExt;
 use tokio::sync::watch;
@@ -33,7 +33,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::direct::DirectReader;
-use super::messages::{consumer_from, stored, stored_event, FETCH_BATCH, TAIL_EXPIRES, TAIL_SILENCE};
+use super::messages::{consumer_from, delivery_of, stored, stored_event, FETCH_BATCH, TAIL_EXPIRES, TAIL_SILENCE};
 use super::own::OwnEvents;
 use crate::error::{Error, Result};
 use crate::log::Stored;
@@ -315,12 +315,11 @@ impl Tail {
             if let Some((_, room)) = self.requests.iter_mut().find(|(_, n)| *n > 0) {
                 *room -= 1;
             }
-            let msg = jetstream::Message { message: msg, context: self.js.clone() };
-            let (seq, delivery, published) = match msg.info() {
-                Ok(i) => (i.stream_sequence, i.consumer_sequence, i.published),
-                Err(e) => {
+            let (seq, delivery, published) = match delivery_of(msg.reply.as_deref()) {
+                Some(d) => (d.stream_seq, d.consumer_seq, d.stored_at),
+                None => {
                     self.reset("unreadable metadata");
-                    return Err(Error::Decode(format!("consumer message metadata: {e}")));
+                    return Err(Error::Decode(format!("consumer message metadata: {:?}", msg.reply.as_deref())));
                 }
             };
             if delivery != self.delivered + 1 {
@@ -338,16 +337,16 @@ impl Tail {
             let subject = msg.subject.as_str();
             let own = self.own.as_ref().zip(event_id_of(&msg));
             if let Some(event) = own.and_then(|(own, id)| own.take(id, subject, msg.payload.len())) {
-                return Ok(stored_event(seq, subject, event, published));
+                return Ok(stored_event(seq, subject, event, Some(published)));
             }
-            return stored(seq, subject, &msg.payload, published);
+            return stored(seq, subject, &msg.payload, Some(published));
         }
     }
 }
 
 /// The event id a message was published under (`Nats-Msg-Id`, or `EVENT_ID_HEADER` for a
 /// compare-and-set), if it has one.
-fn event_id_of(msg: &jetstream::Message) -> Option<uuid::Uuid> {
+fn event_id_of(msg: &async_nats::Message) -> Option<uuid::Uuid> {
     let headers = msg.headers.as_ref()?;
     let id = headers.get(async_nats::header::NATS_MESSAGE_ID).or_else(|| headers.get(super::EVENT_ID_HEADER))?;
     uuid::Uuid::parse_str(id.as_str()).ok()

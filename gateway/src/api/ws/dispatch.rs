@@ -73,7 +73,7 @@ async fn op(gw: &Gateway, session: &SessionHandle, frame: ClientFrame) -> String
         // Serialized straight into the frame: the hot path builds no `Value`.
         Op::Send(req) => {
             return match fanout::send_any(gw, tenant, identity, req).await {
-                Ok(answer) => frames::result_ok(reference, &answer),
+                Ok(answer) => frames::send_result(reference, &answer),
                 Err(e) => frames::result_err(reference, &e),
             }
         }
