@@ -18,11 +18,6 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::cli::LogFormat;
 
-/// Latency buckets (seconds) for every histogram: append, delivery, expiry lag. Exposed as
-/// Prometheus histograms (not summaries) so Grafana can aggregate across processes.
-const BUCKETS: &[f64] =
-    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0];
-
 /// Log lines to stderr: `text` coloured only when stderr is a terminal, or one JSON object a line.
 pub fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -36,7 +31,7 @@ pub fn init_tracing(format: LogFormat) {
 
 pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), bus::metrics::LATENCY_BUCKETS)
         .context("histogram buckets")?
         .install_recorder()
         .context("cannot install the metrics recorder")

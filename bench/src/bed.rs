@@ -53,6 +53,8 @@ pub struct Backends {
 
 impl Backends {
     pub async fn start(embedded: bool, nats: NatsChoice) -> anyhow::Result<Backends> {
+        // The recorder first, as `signalbus serve` installs its own before it serves.
+        crate::kept::kept();
         let stop = CancellationToken::new();
         if embedded {
             let dir = tempfile::Builder::new().prefix("signalbus-bench-").tempdir()?;

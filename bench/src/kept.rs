@@ -4,14 +4,21 @@
 //! (`throughput` and `latency`: their per-stage breakdown, `drive.rs`). Every label set of a
 //! series is kept in one histogram.
 //!
-//! Deliberately every other series is a no-op and nothing is exported. Not the Prometheus
-//! exporter: its summaries drop samples drained out of order (a trial run reported a mean above
+//! Every series, the kept ones too, is also recorded by a Prometheus recorder built as the
+//! binary builds its own (`bus::metrics::LATENCY_BUCKETS`), drained every 5 s as a scrape
+//! would: the bus pays in the bench what it pays in `signalbus serve` per counter and histogram
+//! (a no-op recorder made every series free). Installed when the bench's backends start, before
+//! any traffic, as the binary installs its recorder before it serves.
+//!
+//! Deliberately nothing is exported. The kept numbers are not read off the Prometheus
+//! recorder: its summaries drop samples drained out of order (a trial run reported a mean above
 //! the maximum), and its histograms have the binary's coarse buckets.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use hdrhistogram::Histogram;
 use metrics::{Counter, Gauge, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 
 /// `sweeper::metrics::SWEEPER_RELEASE_LAG_SECONDS`: `deliver_at` → its `signal.released` appended.
 const RELEASE_LAG: &str = "signalbus_sweeper_release_lag_seconds";
@@ -68,34 +75,67 @@ pub fn kept() -> Option<&'static Kept> {
     static KEPT: OnceLock<Option<Kept>> = OnceLock::new();
     KEPT.get_or_init(|| {
         let kept = Kept { release_lag: Series::new(), append: Series::new(), time_to_delivery: Series::new() };
-        metrics::set_global_recorder(Keep(kept.clone())).ok()?;
+        let prometheus = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), bus::metrics::LATENCY_BUCKETS)
+            .ok()?
+            .build_recorder();
+        let handle = prometheus.handle();
+        metrics::set_global_recorder(Keep { kept: kept.clone(), prometheus }).ok()?;
+        // What a scrape does to the histograms' pending samples, so they do not pile up.
+        std::thread::Builder::new()
+            .name("bench-metrics".into())
+            .spawn(move || loop {
+                std::thread::sleep(std::time::Duration::from_secs(5));
+                handle.run_upkeep();
+            })
+            .ok()?;
         Some(kept)
     })
     .as_ref()
 }
 
-struct Keep(Kept);
+struct Keep {
+    kept: Kept,
+    prometheus: PrometheusRecorder,
+}
+
+/// A kept series that the Prometheus recorder records too.
+struct Both(Series, metrics::Histogram);
+
+impl HistogramFn for Both {
+    fn record(&self, seconds: f64) {
+        self.0.record(seconds);
+        self.1.record(seconds);
+    }
+}
 
 impl Recorder for Keep {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-
-    fn register_counter(&self, _: &Key, _: &Metadata<'_>) -> Counter {
-        Counter::noop()
+    fn describe_counter(&self, key: KeyName, unit: Option<Unit>, text: SharedString) {
+        self.prometheus.describe_counter(key, unit, text)
+    }
+    fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, text: SharedString) {
+        self.prometheus.describe_gauge(key, unit, text)
+    }
+    fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, text: SharedString) {
+        self.prometheus.describe_histogram(key, unit, text)
     }
 
-    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::noop()
+    fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> Counter {
+        self.prometheus.register_counter(key, metadata)
     }
 
-    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> metrics::Histogram {
+    fn register_gauge(&self, key: &Key, metadata: &Metadata<'_>) -> Gauge {
+        self.prometheus.register_gauge(key, metadata)
+    }
+
+    fn register_histogram(&self, key: &Key, metadata: &Metadata<'_>) -> metrics::Histogram {
+        let forwarded = self.prometheus.register_histogram(key, metadata);
         let series = match key.name() {
-            RELEASE_LAG => &self.0.release_lag,
-            APPEND => &self.0.append,
-            TIME_TO_DELIVERY => &self.0.time_to_delivery,
-            _ => return metrics::Histogram::noop(),
+            RELEASE_LAG => &self.kept.release_lag,
+            APPEND => &self.kept.append,
+            TIME_TO_DELIVERY => &self.kept.time_to_delivery,
+            _ => return forwarded,
         };
-        metrics::Histogram::from_arc(Arc::new(series.clone()))
+        metrics::Histogram::from_arc(Arc::new(Both(series.clone(), forwarded)))
     }
 }

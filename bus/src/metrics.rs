@@ -4,6 +4,12 @@
 
 use std::time::Duration;
 
+/// Latency buckets (seconds) for every histogram of every crate (append, delivery, expiry
+/// lag), as the binary's Prometheus recorder exposes them: histograms, not summaries, so
+/// Grafana can aggregate across processes.
+pub const LATENCY_BUCKETS: &[f64] =
+    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0];
+
 /// `signalbus_event_append_seconds` (histogram): how long one append to the log took.
 pub const EVENT_APPEND_SECONDS: &str = "signalbus_event_append_seconds";
 

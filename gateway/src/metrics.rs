@@ -2,12 +2,24 @@
 //! outside the configured table are folded into `other` so label sets stay bounded.
 //!
 //! Deliberately installs no recorder and no exporter: the binary does, and without one these
-//! calls are no-ops (which keeps tests free of global state).
+//! calls are no-ops (which keeps tests free of global state). The per-signal series keep their
+//! handles (`handles.rs`), so the recorder is installed before the first send.
 
-use bus::catalog::TypeTable;
+use std::sync::LazyLock;
+
+use bus::catalog::{DeliveryClass, TypeTable};
 use bus::event::{DeliveredVia, ExpiryReason, PublishPath, RecipientState, SessionKind, Surface};
 use bus::signal::RecallOutcome;
 use chrono::{DateTime, Utc};
+use metrics::{Counter, Histogram};
+
+mod handles;
+
+/// `signalbus_signals_sent_total` by type, then class, recipient state and publish path.
+static SENT: LazyLock<handles::ByType<(DeliveryClass, RecipientState, PublishPath), Counter>> =
+    LazyLock::new(Default::default);
+/// `signalbus_signals_delivered_total` and `signalbus_time_to_delivery_seconds` by type, then path.
+static DELIVERED: LazyLock<handles::ByType<DeliveredVia, (Counter, Histogram)>> = LazyLock::new(Default::default);
 
 pub const SIGNALS_SENT_TOTAL: &str = "signalbus_signals_sent_total";
 pub const SIGNALS_BOUNCED_TOTAL: &str = "signalbus_signals_bounced_total";
@@ -139,12 +151,15 @@ pub fn sent(
         metrics::counter!(SIGNALS_SCHEDULED_TOTAL, "signal_type" => types.metric_label(signal_type).to_string())
             .increment(1);
     }
-    metrics::counter!(SIGNALS_SENT_TOTAL,
-        "signal_type" => types.metric_label(signal_type).to_string(),
-        "delivery_class" => class.as_str(),
-        "recipient_state" => state.as_str(),
-        "publish_path" => path.as_str())
-    .increment(1);
+    let label = types.metric_label(signal_type);
+    let register = || {
+        metrics::counter!(SIGNALS_SENT_TOTAL,
+            "signal_type" => label.to_string(),
+            "delivery_class" => class.as_str(),
+            "recipient_state" => state.as_str(),
+            "publish_path" => path.as_str())
+    };
+    SENT.with(label, (class, state, path), register, |c| c.increment(1));
 }
 
 pub fn bounced(types: &TypeTable, signal_type: &str, state: RecipientState) {
@@ -162,10 +177,16 @@ pub fn unknown_recipient(types: &TypeTable, signal_type: &str, sender: &str) {
 }
 
 pub fn delivered(types: &TypeTable, signal_type: &str, via: DeliveredVia, created_at: DateTime<Utc>) {
-    let label = types.metric_label(signal_type).to_string();
-    metrics::counter!(SIGNALS_DELIVERED_TOTAL, "signal_type" => label.clone(), "via" => via.as_str()).increment(1);
+    let label = types.metric_label(signal_type);
+    let register = || {
+        let labels = [("signal_type", label.to_string()), ("via", via.as_str().to_string())];
+        (metrics::counter!(SIGNALS_DELIVERED_TOTAL, &labels), metrics::histogram!(TIME_TO_DELIVERY_SECONDS, &labels))
+    };
     let secs = (Utc::now() - created_at).to_std().map(|d| d.as_secs_f64()).unwrap_or(0.0);
-    metrics::histogram!(TIME_TO_DELIVERY_SECONDS, "signal_type" => label, "via" => via.as_str()).record(secs);
+    DELIVERED.with(label, via, register, |(count, time)| {
+        count.increment(1);
+        time.record(secs);
+    });
 }
 
 /// One pending signal this gateway expired, for `reason` (one of `EXPIRY_REASONS`).
