@@ -348,6 +348,7 @@ impl Tail {
 /// compare-and-set), if it has one.
 fn event_id_of(msg: &async_nats::Message) -> Option<uuid::Uuid> {
     let headers = msg.headers.as_ref()?;
-    let id = headers.get(async_nats::header::NATS_MESSAGE_ID).or_else(|| headers.get(super::EVENT_ID_HEADER))?;
+    // The compare-and-set appends' header first: sends, deliveries and expiries carry it.
+    let id = headers.get(super::EVENT_ID_HEADER).or_else(|| headers.get(async_nats::header::NATS_MESSAGE_ID))?;
     uuid::Uuid::parse_str(id.as_str()).ok()
 }
