@@ -23,8 +23,8 @@ pub use directive::{
 };
 pub use group::{GroupCreated, GroupDeleted, GroupMemberAdded, GroupMemberRemoved, GroupUpdated};
 pub use signal::{
-    ExpiryReason, SignalAcked, SignalBounced, SignalDelivered, SignalExpired, SignalRecalled, SignalReleased,
-    SignalSent, SignalsAcked,
+    AcksRecorded, ExpiryReason, SignalAcked, SignalBounced, SignalDelivered, SignalExpired, SignalRecalled,
+    SignalReleased, SignalSent, SignalsAcked,
 };
 pub use subjects::{Entity, Subjects};
 pub use token::{AdminTokenIssued, AdminTokenRevoked, TokenIssued, TokenRevoked};
@@ -170,6 +170,8 @@ pub enum EventBody {
     SignalAcked(SignalAcked),
     #[serde(rename = "signals.acked")]
     SignalsAcked(SignalsAcked),
+    #[serde(rename = "acks.recorded")]
+    AcksRecorded(AcksRecorded),
     #[serde(rename = "signal.expired")]
     SignalExpired(SignalExpired),
     #[serde(rename = "signal.recalled")]
@@ -297,6 +299,7 @@ impl EventBody {
             EventBody::SignalDelivered(_) => "signal.delivered",
             EventBody::SignalAcked(_) => "signal.acked",
             EventBody::SignalsAcked(_) => "signals.acked",
+            EventBody::AcksRecorded(_) => "acks.recorded",
             EventBody::SignalExpired(_) => "signal.expired",
             EventBody::SignalRecalled(_) => "signal.recalled",
             EventBody::SignalReleased(_) => "signal.released",
@@ -372,6 +375,7 @@ impl Subjects {
             EventBody::SessionClosed(e) => Entity::Session(e.session_id),
             EventBody::PluginFactRecorded(e) => Entity::Plugin(&e.plugin),
             EventBody::SignalsAcked(e) => Entity::Acks(&e.by),
+            EventBody::AcksRecorded(_) => Entity::AckBatches,
             EventBody::Voided(v) => Entity::Signal(v.signal_id.unwrap_or_default()),
             body => match (body.directive_id(), body.group()) {
                 (Some(id), _) => Entity::Directive(id),

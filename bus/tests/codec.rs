@@ -167,6 +167,12 @@ fn samples() -> Vec<Event> {
             label: Some("acme ops".into()),
         }),
         EventBody::AdminTokenRevoked(AdminTokenRevoked { token_id: Uuid::from_u128(0x5555) }),
+        EventBody::AcksRecorded(AcksRecorded {
+            acks: vec![
+                SignalsAcked { by: "bob".into(), session_id: Some(sess), signal_ids: vec![sig, dir] },
+                SignalsAcked { by: "carol".into(), session_id: Some(Uuid::from_u128(0x6666)), signal_ids: vec![sess] },
+            ],
+        }),
     ];
     bodies
         .into_iter()

@@ -15,6 +15,7 @@ use axum::Router;
 use bus::log::SharedLog;
 use projector::queries::Queries;
 
+use crate::acks;
 use crate::api::{http, mcp, piggyback, ws};
 use crate::backpressure;
 use crate::close::CloseReason;
@@ -41,7 +42,7 @@ impl Gateway {
         config: GatewayConfig,
     ) -> Result<Gateway, StartError> {
         let target = log.last_seq().await?;
-        let (gw, applied) = Gateway::new(log, queries, config);
+        let (gw, applied, acks_inbox) = Gateway::new(log, queries, config);
         let announcers = gw.announcers().clone();
         let tail = Tail {
             log: gw.log().clone(),
@@ -71,6 +72,12 @@ impl Gateway {
             config: gw.config_arc().clone(),
             shutdown: gw.shutdown_token().clone(),
         };
+        gw.tasks().spawn(acks::run(
+            gw.store().clone(),
+            acks_inbox,
+            gw.config().ack_gather,
+            gw.shutdown_token().clone(),
+        ));
         reaper::spawn_node_watch(reaper.clone(), gw.tasks());
         reaper::spawn(reaper, gw.tasks());
         if let Some(max_lag) = gw.config().max_projector_lag {

@@ -13,6 +13,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::acks::NotRecorded;
 use crate::error::ApiError;
 use crate::metrics;
 use crate::ratelimit::FactRate;
@@ -75,12 +76,20 @@ pub async fn ack(gw: &Gateway, tenant: &str, by: &str, session: Option<&SessionH
         }
     }
     for chunk in verified.chunks(MAX_ACKS_PER_EVENT) {
-        let body = EventBody::SignalsAcked(SignalsAcked {
-            by: by.to_string(),
-            session_id: session.map(|s| s.id),
-            signal_ids: chunk.to_vec(),
-        });
-        let event = Event::new(tenant, Some(by.to_string()), now, body);
+        let acks = SignalsAcked { by: by.to_string(), session_id: session.map(|s| s.id), signal_ids: chunk.to_vec() };
+        // A session's batch goes out with the other sessions' (`acks.rs`); an HTTP or MCP call
+        // waits for its own append, and so does a batch the batcher can no longer take.
+        if session.is_some() {
+            match gw.acks().record(tenant, acks.clone()).await {
+                Ok(()) => continue,
+                Err(NotRecorded::Failed(e)) => {
+                    tracing::warn!(error = %e, acks = chunk.len(), "acks not recorded");
+                    continue;
+                }
+                Err(NotRecorded::Gone) => {}
+            }
+        }
+        let event = Event::new(tenant, Some(by.to_string()), now, EventBody::SignalsAcked(acks));
         if let Err(e) = gw.store().record(&event).await {
             tracing::warn!(error = %e, acks = chunk.len(), "acks not recorded");
         }

@@ -32,8 +32,10 @@ pub struct GatewayConfig {
     pub outbound_buffer: usize,
     /// Largest inbound WebSocket message (CONTRACT §7: 1 MiB, close 1009 above).
     pub max_frame_bytes: usize,
-    /// How long acks wait to be recorded together.
-    pub ack_flush_interval: Duration,
+    /// How long the ack batcher (`acks.rs`) holds a batch open after its first session's acks
+    /// arrived, for other sessions' to join (what arrived during the previous append joins
+    /// anyway). Zero: a pure group commit.
+    pub ack_gather: Duration,
     /// How long a startup drain waits for the read models to reach the stream position.
     pub drain_wait: Duration,
     /// Rows asked of the read models per drain query.
@@ -88,7 +90,7 @@ impl Default for GatewayConfig {
             tenant_default: "default".to_string(),
             outbound_buffer: 1024,
             max_frame_bytes: 1024 * 1024,
-            ack_flush_interval: Duration::from_millis(10),
+            ack_gather: Duration::ZERO,
             drain_wait: Duration::from_secs(10),
             drain_batch: 500,
             push_grace: Duration::from_millis(250),

@@ -46,6 +46,7 @@
 //!   (`SendRate`, `FactRate`), `admin` (`AdminOps`, `ProjectorAdmin`), `error` (the one error
 //!   type, with CONTRACT §8 codes and statuses).
 
+mod acks;
 pub mod admin;
 mod agent;
 mod agent_registry;

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::acks::{AckBatcher, Inbox};
 use crate::agent_registry::AgentRegistry;
 use crate::announcers::Announcers;
 use crate::applied::Applied;
@@ -62,6 +63,8 @@ struct Inner {
     /// (tenant, identity): woken by the tail when something may have become pending for them.
     inbox_waits: Arc<Waits<(String, String)>>,
     lifecycle: Lifecycle,
+    /// Where sessions hand their checked ack batches (`acks.rs`), one event per tenant per batch.
+    acks: AckBatcher,
 }
 
 /// The shared gateway handle.
@@ -71,13 +74,15 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// The handle over empty session tables, and the sender the stream tail reports its applied
-    /// stream position through. Nothing runs yet: `Gateway::start` (in `app.rs`) starts it.
+    /// The handle over empty session tables, the sender the stream tail reports its applied
+    /// stream position through, and what the ack batcher reads. Nothing runs yet:
+    /// `Gateway::start` (in `app.rs`) starts it.
     pub(crate) fn new(
         log: SharedLog,
         queries: Arc<dyn Queries>,
         config: GatewayConfig,
-    ) -> (Gateway, watch::Sender<u64>) {
+    ) -> (Gateway, watch::Sender<u64>, Inbox) {
+        let (acks, acks_inbox) = AckBatcher::new();
         let (applied_tx, applied) = Applied::channel();
         let config = Arc::new(config);
         let store = SignalStore::new(log);
@@ -129,8 +134,9 @@ impl Gateway {
             directive_ends: Arc::default(),
             inbox_waits: Arc::default(),
             lifecycle,
+            acks,
         };
-        (Gateway { inner: Arc::new(inner) }, applied_tx)
+        (Gateway { inner: Arc::new(inner) }, applied_tx, acks_inbox)
     }
 
     pub fn config(&self) -> &GatewayConfig {
@@ -196,6 +202,9 @@ impl Gateway {
     }
     pub(crate) fn lifecycle(&self) -> &Lifecycle {
         &self.inner.lifecycle
+    }
+    pub(crate) fn acks(&self) -> &AckBatcher {
+        &self.inner.acks
     }
 
     /// The stream position this process has applied (what back-pressure measures against).

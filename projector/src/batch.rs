@@ -265,15 +265,16 @@ impl Batch {
                     p.acked_at.get_or_insert(at);
                     p.seq = seq;
                 }
-                EventBody::SignalsAcked(a) => {
-                    for id in &a.signal_ids {
+                // Several sessions' batches in one `acks.recorded` fold as each alone would.
+                EventBody::SignalsAcked(_) | EventBody::AcksRecorded(_) => {
+                    for id in ev.body.acked_ids() {
                         let before = b.signal_patches.len();
                         let i = patch(&mut b, *id);
                         let fresh = b.signal_patches.len() > before;
                         let p = &mut b.signal_patches[i];
                         p.acked_at.get_or_insert(at);
-                        // Stored on the recipient's acks subject, not the signal's: the newest
-                        // sequence of the signal's subject (the sweeper's compare-and-set) stays.
+                        // Stored on an acks subject, not the signal's: the newest sequence of
+                        // the signal's subject (the sweeper's compare-and-set) stays.
                         if fresh {
                             p.seq = 0;
                         }

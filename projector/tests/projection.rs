@@ -4,7 +4,7 @@
 mod support;
 
 use bus::catalog::Category;
-use bus::event::DeliveredVia;
+use bus::event::{AcksRecorded, DeliveredVia, EventBody, SignalsAcked};
 use chrono::{Duration, Utc};
 use projector::queries::{FactsPage, ListSignals, Queries, Role, StatusFilter};
 use support::*;
@@ -14,6 +14,7 @@ both_backends!(
     each_event_lands_in_its_table,
     a_batch_applied_twice_changes_nothing,
     drain_order_and_redelivery,
+    a_gateways_ack_batch_stamps_each_sessions_signals,
     archived_rows_still_take_late_events,
     doctor_finds_planted_violations,
     fact_pages_are_bounded_in_bytes_and_continue_before_a_seq
@@ -232,6 +233,39 @@ async fn drain_order_and_redelivery(env: Env) {
     assert!(m.drainable(TENANT, "bob", Utc::now(), 100).await.unwrap().iter().any(|r| r.id == ids[5]));
     assert!(m.apply_stored(&stored(15, vec![acked(ids[5], "bob", at(13))]), 14).await.unwrap());
     assert!(!m.drainable(TENANT, "bob", Utc::now(), 100).await.unwrap().iter().any(|r| r.id == ids[5]));
+}
+
+/// An `acks.recorded` (several sessions' batches in one event) stamps each listed signal as its
+/// own `signals.acked` would: the first ack time kept, the signal subject's sequence left alone,
+/// nothing acked that no entry lists.
+async fn a_gateways_ack_batch_stamps_each_sessions_signals(env: Env) {
+    let m = &env.models;
+    let t0 = Utc::now() - Duration::minutes(5);
+    let at = |s: i64| t0 + Duration::seconds(s);
+    let (bob_s, carol_s) = (Uuid::new_v4(), Uuid::new_v4());
+    let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let sends = vec![
+        sent_pushed(a, "x", "bob", bob_s, at(0)),
+        sent_pushed(b, "x", "carol", carol_s, at(1)),
+        sent_pushed(c, "x", "carol", carol_s, at(2)),
+    ];
+    assert!(m.apply_stored(&stored(1, sends), 0).await.unwrap());
+    let entry =
+        |by: &str, session, ids: Vec<Uuid>| SignalsAcked { by: by.into(), session_id: Some(session), signal_ids: ids };
+    let batch = ev(
+        at(3),
+        EventBody::AcksRecorded(AcksRecorded {
+            acks: vec![entry("bob", bob_s, vec![a]), entry("carol", carol_s, vec![b])],
+        }),
+    );
+    let again = ev(at(9), EventBody::AcksRecorded(AcksRecorded { acks: vec![entry("bob", bob_s, vec![a])] }));
+    assert!(m.apply_stored(&stored(4, vec![batch, again]), 3).await.unwrap());
+    for (id, acked) in [(a, Some(at(3).timestamp())), (b, Some(at(3).timestamp())), (c, None)] {
+        let row = m.signal(TENANT, id).await.unwrap().unwrap();
+        assert_eq!(row.acked_at.map(|t| t.timestamp()), acked, "{id}");
+    }
+    let row = m.signal(TENANT, a).await.unwrap().unwrap();
+    assert_eq!(row.last_event_seq, 1, "an ack leaves the signal subject's sequence alone");
 }
 
 async fn archived_rows_still_take_late_events(env: Env) {

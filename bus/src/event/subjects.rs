@@ -17,6 +17,9 @@ pub enum Entity<'a> {
     Plugin(&'a str),
     /// The ack batches of one recipient identity (`signals.acked`).
     Acks(&'a str),
+    /// A tenant's ack batches that gateways record for several sessions at once
+    /// (`acks.recorded`): one subject, since nothing reads them back but the projector.
+    AckBatches,
     Directive(Uuid),
     /// A group, by its name with the `@`.
     Group(&'a str),
@@ -56,6 +59,8 @@ impl Subjects {
             Entity::Session(id) => write!(s, "sess.{}", id.simple()),
             Entity::Plugin(name) => write!(s, "plugin.{}", subject_token(name)),
             Entity::Acks(identity) => write!(s, "acks.{}", subject_token(identity)),
+            // One token fewer than `acks.<identity>`, so no identity's subject can be it.
+            Entity::AckBatches => write!(s, "acks"),
             Entity::Directive(id) => write!(s, "dir.{}", id.simple()),
             // The `@` is dropped: every group name has one, and `~40` in each subject says nothing.
             Entity::Group(name) => write!(s, "group.{}", subject_token(name.trim_start_matches('@'))),
@@ -79,6 +84,7 @@ mod tests {
             (Entity::Session(id), "sb.t1.sess.0190a4f56a8e7c3b9d2e5f4a3b2c1d0e".to_string()),
             (Entity::Plugin("p.x"), format!("sb.t1.plugin.{}", subject_token("p.x"))),
             (Entity::Acks("bob"), format!("sb.t1.acks.{}", subject_token("bob"))),
+            (Entity::AckBatches, "sb.t1.acks".to_string()),
             (Entity::Directive(id), "sb.t1.dir.0190a4f56a8e7c3b9d2e5f4a3b2c1d0e".to_string()),
             (Entity::Group("@ops"), format!("sb.t1.group.{}", subject_token("ops"))),
             (Entity::AdminToken(id), "sb.t1.admintok.0190a4f56a8e7c3b9d2e5f4a3b2c1d0e".to_string()),

@@ -145,7 +145,8 @@ fn approx_bytes(s: &Stored) -> usize {
     let body = match &s.event.body {
         EventBody::SignalSent(sent) => sent.payload.len(),
         EventBody::PluginFactRecorded(fact) => fact.state.len(),
-        EventBody::SignalsAcked(acks) => acks.signal_ids.len() * 16,
+        EventBody::SignalsAcked(_) => s.event.body.acked_ids().count() * 16,
+        EventBody::AcksRecorded(batch) => s.event.body.acked_ids().count() * 16 + batch.acks.len() * 64,
         _ => 0,
     };
     body + s.subject.len() + 512

@@ -1,7 +1,8 @@
 //! The read half of one WebSocket session: reads frames, answers what needs no work, runs
-//! operations concurrently (at most `MAX_IN_FLIGHT`), batches acks (flushed every
-//! `ack_flush_interval`, or at once when a frame's worth waits), pings and heartbeats on every
-//! interval, and ends the session after twice the stale threshold of silence.
+//! operations concurrently (at most `MAX_IN_FLIGHT`), batches acks (a group commit: recorded at
+//! once when none of the session's are being recorded, otherwise together as soon as that batch
+//! is — or at once when a frame's worth waits), pings and heartbeats on every interval, and ends
+//! the session after twice the stale threshold of silence.
 //!
 //! Deliberately generic over the frame `Stream` and the `Runner` that does the work, and free of
 //! the gateway: it decides *when* things run, `dispatch.rs` decides what they mean, and the
@@ -40,7 +41,6 @@ type Done = (Option<String>, usize);
 pub struct Settings {
     pub heartbeat_interval: Duration,
     pub stale_after: Duration,
-    pub ack_flush_interval: Duration,
     pub max_frame_bytes: usize,
 }
 
@@ -49,7 +49,6 @@ impl Settings {
         Settings {
             heartbeat_interval: cfg.heartbeat_interval(),
             stale_after: cfg.stale_after,
-            ack_flush_interval: cfg.ack_flush_interval,
             max_frame_bytes: cfg.max_frame_bytes,
         }
     }
@@ -76,13 +75,15 @@ where
     let interval = cfg.heartbeat_interval;
     let mut tick = tokio::time::interval_at(Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut flush = tokio::time::interval(cfg.ack_flush_interval);
-    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_seen = Instant::now();
     let mut heard_since_heartbeat = false;
     let mut acks: Vec<Uuid> = Vec::new();
     // Ids in `acks` plus ids in batches being recorded.
     let mut acks_pending = 0usize;
+    // Ack batches of this session being recorded. Acks that arrive meanwhile wait for them: the
+    // gateway's ack batcher (`acks.rs`) gathers every session's batches into one stream message,
+    // so waiting here only keeps one session from handing in a batch per frame.
+    let mut recording = 0usize;
     // Operations run concurrently, so a client's pipelined sends overlap their round trips to
     // the stream; their results (each carrying its `ref`) go out as they finish. Reading stops
     // while `MAX_IN_FLIGHT` are running or `MAX_PENDING_ACKS` ack ids wait, which pushes back on
@@ -97,6 +98,13 @@ where
             Some((reply, acked)) = inflight.next(), if !inflight.is_empty() => {
                 acks_pending -= acked;
                 runner.acks_recorded(acked);
+                if acked > 0 {
+                    recording -= 1;
+                    if recording == 0 && !acks.is_empty() {
+                        inflight.push(record_acks(runner, std::mem::take(&mut acks)));
+                        recording += 1;
+                    }
+                }
                 if let Some(frame) = reply {
                     if !handle.send(frame) {
                         break handle.reason().unwrap_or(CloseReason::SlowConsumer);
@@ -129,9 +137,11 @@ where
                                 acks_pending += ids.len();
                                 runner.acks_received(ids.len());
                                 acks.extend(ids);
-                                // A full frame's worth is recorded at once, not at the next tick.
-                                if acks.len() >= MAX_ACK_IDS {
+                                // A full frame's worth is recorded at once, whatever is being
+                                // recorded.
+                                if !acks.is_empty() && (recording == 0 || acks.len() >= MAX_ACK_IDS) {
                                     inflight.push(record_acks(runner, std::mem::take(&mut acks)));
+                                    recording += 1;
                                 }
                                 reply
                             }
@@ -161,9 +171,6 @@ where
                 if std::mem::take(&mut heard_since_heartbeat) {
                     inflight.push(runner.run(Work::Heartbeat).map(|f| (f, 0)).boxed());
                 }
-            }
-            _ = flush.tick(), if !acks.is_empty() => {
-                inflight.push(record_acks(runner, std::mem::take(&mut acks)));
             }
         }
     };

@@ -26,7 +26,6 @@ use crate::api::ws::reader::{read_loop, Runner, Settings, MAX_IN_FLIGHT};
 use crate::close::CloseReason;
 use crate::sessions::hub::{Control, SessionHandle};
 
-const FLUSH: Duration = Duration::from_millis(100);
 const STALE: Duration = Duration::from_secs(4);
 
 #[derive(Default)]
@@ -38,6 +37,8 @@ struct Recorder {
     pending: AtomicUsize,
     /// Operations wait for a permit each (closed: they run at once).
     gate: Option<Semaphore>,
+    /// Ack batches, once taken down, wait for a permit each before they count as recorded.
+    ack_gate: Option<Semaphore>,
 }
 
 impl Runner for Recorder {
@@ -53,6 +54,9 @@ impl Runner for Recorder {
                 }
                 Work::Acks(ids) => {
                     self.batches.lock().unwrap().push(ids);
+                    if let Some(gate) = &self.ack_gate {
+                        gate.acquire().await.unwrap().forget();
+                    }
                     None
                 }
                 Work::Heartbeat => {
@@ -95,12 +99,7 @@ fn start(runner: Recorder) -> Harness {
     let (ctl_tx, control) = mpsc::unbounded_channel();
     let agent = Agent::registered("default", "bob", "h");
     let handle = SessionHandle::new(Uuid::new_v4(), &agent, SessionKind::Daemon, out_tx, ctl_tx);
-    let settings = Settings {
-        heartbeat_interval: STALE / 4,
-        stale_after: STALE,
-        ack_flush_interval: FLUSH,
-        max_frame_bytes: 64 * 1024,
-    };
+    let settings = Settings { heartbeat_interval: STALE / 4, stale_after: STALE, max_frame_bytes: 64 * 1024 };
     let runner = Arc::new(runner);
     let r = runner.clone();
     let done = tokio::spawn(async move { read_loop(&settings, &*r, &handle, &mut stream).await });
@@ -129,15 +128,16 @@ fn ids(n: usize) -> Vec<Uuid> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn acks_are_answered_at_once_and_recorded_together_at_the_next_flush() {
-    let mut h = start(Recorder::default());
+async fn acks_are_recorded_at_once_and_what_arrives_meanwhile_goes_next_together() {
+    let mut h = start(Recorder { ack_gate: Some(Semaphore::new(0)), ..Default::default() });
+    let gate = |h: &Harness, n| h.runner.ack_gate.as_ref().unwrap().add_permits(n);
     settle().await;
-    // The flush interval's first tick is due at once: a lone first ack is recorded with it.
+    // Nothing of the session's is being recorded: a lone ack goes at once, no tick waited for.
     let first = ids(1);
     h.send(json!({"op": "ack", "ref": "a0", "signal_ids": first}));
     settle().await;
     assert_eq!(h.batches(), vec![first.clone()]);
-    // Three frames inside one flush interval: three answers now, one batch at the tick.
+    // Three frames while it is being recorded: three answers now, nothing recorded yet.
     let later = ids(3);
     for (i, id) in later.iter().enumerate() {
         h.send(json!({"op": "ack", "ref": format!("a{}", i + 1), "signal_ids": [id]}));
@@ -146,17 +146,26 @@ async fn acks_are_answered_at_once_and_recorded_together_at_the_next_flush() {
     let answers = h.answers();
     assert_eq!(answers.len(), 4, "{answers:?}");
     assert!(answers.iter().all(|a| a["ok"] == true && a["result"]["acked"] == 1), "{answers:?}");
-    assert_eq!(h.batches().len(), 1, "nothing more recorded before the tick");
-    assert_eq!(h.runner.pending.load(Ordering::SeqCst), 3);
-    tokio::time::sleep(FLUSH).await;
+    assert_eq!(h.batches().len(), 1, "nothing more while the first batch is being recorded");
+    assert_eq!(h.runner.pending.load(Ordering::SeqCst), 4);
+    // The first one recorded: the three go together, at once.
+    gate(&h, 1);
+    settle().await;
     assert_eq!(h.batches(), vec![first, later]);
+    assert_eq!(h.runner.pending.load(Ordering::SeqCst), 3);
+    gate(&h, 1);
+    settle().await;
     assert_eq!(h.runner.pending.load(Ordering::SeqCst), 0);
-    // A full frame's worth is recorded at once, without waiting for the tick.
+    // A full frame's worth goes at once even while another batch is being recorded.
+    let one = ids(1);
+    h.send(json!({"op": "ack", "signal_ids": one}));
+    settle().await;
     let full = ids(MAX_ACK_IDS);
     h.send(json!({"op": "ack", "signal_ids": full}));
     settle().await;
-    assert_eq!(h.batches().last(), Some(&full));
+    assert_eq!(&h.batches()[2..], [one, full]);
     // Acks received just before the client goes are still recorded.
+    gate(&h, 8);
     let last = ids(2);
     h.send(json!({"op": "ack", "signal_ids": last}));
     drop(h.frames);
