@@ -232,15 +232,24 @@ impl FrameCodec {
 
     /// Read into available `in_buffer` capacity.
     fn read_in(&mut self, stream: &mut impl Read) -> io::Result<usize> {
-        let len = self.in_buffer.len();
-        // signalbus patch: room for one more read, grown as the bytes arrive (amortized
-        // doubling), never by what a header merely announces.
-        self.in_buffer.reserve(self.in_buf_max_read);
-        debug_assert!(self.in_buffer.capacity() > len);
-        self.in_buffer.resize(self.in_buffer.capacity().min(len + self.in_buf_max_read), 0);
-        let size = stream.read(&mut self.in_buffer[len..]);
-        self.in_buffer.truncate(len + size.as_ref().copied().unwrap_or(0));
-        size
+        // signalbus patch: the buffer grows by what arrived (amortized doubling), never by what
+        // a header merely announces; and each read goes into a per-thread scratch buffer zeroed
+        // once, then copied. Upstream zeroed `in_buf_max_read` bytes of the buffer before every
+        // read call (`Read` takes initialized memory), whatever the read then brought: a memset
+        // of the whole read size per call, most of it for reads of a few hundred bytes.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let max = self.in_buf_max_read;
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            if scratch.len() < max {
+                scratch.resize(max, 0);
+            }
+            let size = stream.read(&mut scratch[..max])?;
+            self.in_buffer.extend_from_slice(&scratch[..size]);
+            Ok(size)
+        })
     }
 
     /// Writes a frame into the `out_buffer`.
