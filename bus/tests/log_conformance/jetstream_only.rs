@@ -80,6 +80,26 @@ async fn streams_with_different_names_are_isolated() {
     assert!(b.read(1, 10).await.unwrap().is_empty());
 }
 
+/// Processes started together against a fresh server race to create the stream; every one of
+/// them opens it (the loser of a create finds the winner's stream instead of failing to start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_opened_at_once_on_a_fresh_server_all_open_the_one_stream() {
+    for _ in 0..3 {
+        let server = NatsServer::start().await;
+        let stream = unique_stream();
+        let opens = (0..6).map(|_| {
+            let (url, stream) = (server.url(), stream.clone());
+            tokio::spawn(
+                async move { JetStreamLog::connect(&url, JetStreamConfig { stream, ..Default::default() }).await },
+            )
+        });
+        for open in futures::future::join_all(opens).await {
+            let log = open.unwrap().expect("every process opens the stream");
+            assert_eq!(log.subjects().prefix(), stream.to_lowercase());
+        }
+    }
+}
+
 /// Reconnecting with another `max_age` updates the existing stream and keeps its events.
 #[tokio::test]
 async fn reconnect_updates_max_age() {

@@ -106,8 +106,14 @@ impl JetStreamLog {
             num_replicas: config.replicas.max(1),
             ..Default::default()
         };
-        let mut stream =
-            js.get_or_create_stream(wanted.clone()).await.map_err(|e| unavailable("cannot open stream", e))?;
+        let mut stream = match js.get_or_create_stream(wanted.clone()).await {
+            Ok(stream) => stream,
+            // Roles started together against a fresh server race to create the stream: the
+            // loser's create fails (2.9 answers "subjects overlap") though the stream now exists.
+            Err(e) => {
+                created_meanwhile(&js, &config.stream).await.ok_or_else(|| unavailable("cannot open stream", e))?
+            }
+        };
         let current = stream.info().await.map_err(|e| unavailable("cannot read stream info", e))?.config.clone();
         stream_check::check_stream(&current, &wanted)?;
         if current.max_age != config.max_age || !current.allow_direct {
@@ -187,4 +193,16 @@ async fn probe_history(stream: stream::Stream, reads: ReadPath, marks: std::sync
         back = back.saturating_mul(2);
     }
     debug!(first, last, probes, elapsed_ms = started.elapsed().as_millis() as u64, "stream history probed");
+}
+
+/// The stream `name`, if another process created it while this one tried to (looked for a few
+/// times over half a second: the winner's create may still be settling).
+async fn created_meanwhile(js: &jetstream::Context, name: &str) -> Option<jetstream::stream::Stream> {
+    for _ in 0..5 {
+        if let Ok(stream) = js.get_stream(name).await {
+            return Some(stream);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    None
 }
