@@ -130,8 +130,8 @@ pub async fn run(store: SignalStore, mut inbox: Inbox, gather: Duration, shutdow
 async fn flush(store: &SignalStore, batch: Vec<Entry>) {
     let now = Utc::now();
     let (events, answers) = events_of(batch);
-    let appended = join_all(events.iter().map(|(tenant, acks)| {
-        let event = Event::new(tenant, None, now, EventBody::AcksRecorded(acks.clone()));
+    let appended = join_all(events.into_iter().map(|(tenant, acks)| {
+        let event = Event::new(tenant, None, now, EventBody::AcksRecorded(acks));
         async move { store.record(&event).await.map(|_| ()).map_err(|e| e.to_string()) }
     }))
     .await;
