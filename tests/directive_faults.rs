@@ -138,10 +138,9 @@ async fn directives_survive_a_killed_gateway_a_nats_restart_and_cut_database_con
     }
     let requested: std::collections::HashSet<String> = events
         .iter()
-        .filter_map(|s| match &s.event.body {
-            EventBody::SignalSent(sent) if sent.signal_type == "DirectiveRequested" => sent.correlation_id.clone(),
-            _ => None,
-        })
+        .flat_map(|s| s.event.body.sent_signals())
+        .filter(|sent| sent.signal_type == "DirectiveRequested")
+        .filter_map(|sent| sent.correlation_id.clone())
         .collect();
     for id in ids.values() {
         assert!(requested.contains(id), "{id}: its worker was handed the request");

@@ -14,16 +14,14 @@ use bus::log::EventLog;
 use roles::*;
 use serde_json::{json, Value};
 
-/// Every `signal.sent` that counts on the stream (voided ones do not), by correlation id.
+/// Every send that counts on the stream (voided ones do not; alone or gathered), by correlation id.
 async fn sent_on_stream(nats_url: &str) -> HashMap<String, uuid::Uuid> {
     let log = bus::log::jetstream::JetStreamLog::connect(nats_url, Default::default()).await.unwrap();
     let events = log.read(1, 1_000_000).await.unwrap();
     events
         .iter()
-        .filter_map(|s| match &s.event.body {
-            EventBody::SignalSent(sent) => Some((sent.correlation_id.clone()?, sent.signal_id)),
-            _ => None,
-        })
+        .flat_map(|s| s.event.body.sent_signals())
+        .filter_map(|sent| Some((sent.correlation_id.clone()?, sent.signal_id)))
         .collect()
 }
 
@@ -34,10 +32,13 @@ async fn delivered_to_session(nats_url: &str, session: &str) -> Vec<uuid::Uuid> 
     let events = log.read(1, 1_000_000).await.unwrap();
     events
         .iter()
-        .filter_map(|s| match &s.event.body {
-            EventBody::SignalDelivered(d) if d.session_id == Some(session) => Some(d.signal_id),
-            EventBody::SignalSent(sent) if sent.pushed_to == Some(session) => Some(sent.signal_id),
-            _ => None,
+        .flat_map(|s| {
+            let delivered = match &s.event.body {
+                EventBody::SignalDelivered(d) if d.session_id == Some(session) => Some(d.signal_id),
+                _ => None,
+            };
+            let pushed = s.event.body.sent_signals().filter(|sent| sent.pushed_to == Some(session));
+            delivered.into_iter().chain(pushed.map(|sent| sent.signal_id)).collect::<Vec<_>>()
         })
         .collect()
 }

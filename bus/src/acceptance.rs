@@ -21,6 +21,8 @@ pub fn store_by(body: &EventBody) -> Option<DateTime<Utc>> {
     match body {
         EventBody::SignalSent(s) if s.pushed_to.is_some() => Some(s.expires_at),
         EventBody::SignalDelivered(d) => d.expires_at,
+        // Gathered sends count together: the earliest push among them binds the whole event.
+        EventBody::SendsRecorded(r) => r.sends.iter().filter(|s| s.pushed_to.is_some()).map(|s| s.expires_at).min(),
         _ => None,
     }
 }

@@ -32,6 +32,11 @@ const ENVELOPE_BYTES: usize = 640;
 fn variable_bytes(body: &EventBody) -> usize {
     match body {
         EventBody::SignalSent(s) => s.payload.len() + s.from.len() + s.to.len() + s.signal_type.len(),
+        EventBody::SendsRecorded(r) => r
+            .sends
+            .iter()
+            .map(|s| ENVELOPE_BYTES + s.payload.len() + s.from.len() + s.to.len() + s.signal_type.len())
+            .sum(),
         _ => 0,
     }
 }

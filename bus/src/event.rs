@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 mod directive;
 mod group;
+mod sends;
 mod signal;
 mod subjects;
 mod token;
@@ -22,6 +23,7 @@ pub use directive::{
     DirectiveRequested, DirectiveStarted, DirectiveStatus,
 };
 pub use group::{GroupCreated, GroupDeleted, GroupMemberAdded, GroupMemberRemoved, GroupUpdated};
+pub use sends::{send_window, SendsRecorded, SEND_WINDOW_MS};
 pub use signal::{
     AcksRecorded, ExpiryReason, SignalAcked, SignalBounced, SignalDelivered, SignalExpired, SignalRecalled,
     SignalReleased, SignalSent, SignalsAcked,
@@ -172,6 +174,8 @@ pub enum EventBody {
     SignalsAcked(SignalsAcked),
     #[serde(rename = "acks.recorded")]
     AcksRecorded(AcksRecorded),
+    #[serde(rename = "sends.recorded")]
+    SendsRecorded(SendsRecorded),
     #[serde(rename = "signal.expired")]
     SignalExpired(SignalExpired),
     #[serde(rename = "signal.recalled")]
@@ -300,6 +304,7 @@ impl EventBody {
             EventBody::SignalAcked(_) => "signal.acked",
             EventBody::SignalsAcked(_) => "signals.acked",
             EventBody::AcksRecorded(_) => "acks.recorded",
+            EventBody::SendsRecorded(_) => "sends.recorded",
             EventBody::SignalExpired(_) => "signal.expired",
             EventBody::SignalRecalled(_) => "signal.recalled",
             EventBody::SignalReleased(_) => "signal.released",
@@ -376,6 +381,7 @@ impl Subjects {
             EventBody::PluginFactRecorded(e) => Entity::Plugin(&e.plugin),
             EventBody::SignalsAcked(e) => Entity::Acks(&e.by),
             EventBody::AcksRecorded(_) => Entity::AckBatches,
+            EventBody::SendsRecorded(r) => Entity::Sends(r.window),
             EventBody::Voided(v) => Entity::Signal(v.signal_id.unwrap_or_default()),
             body => match (body.directive_id(), body.group()) {
                 (Some(id), _) => Entity::Directive(id),

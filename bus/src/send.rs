@@ -102,6 +102,25 @@ pub fn new_signal_id() -> Uuid {
     Uuid::now_v7()
 }
 
+/// The least time a send may have left before its `expires_at` and still be gathered: a gathered
+/// send counts only with its whole `sends.recorded`, which must be stored before the earliest
+/// `expires_at` of the pushes in it (`acceptance::store_by`) — far beyond the append's own
+/// acceptance window, so no entry's deadline ever decides for the others.
+pub const GATHER_MIN_TTL: Duration = Duration::seconds(60);
+
+/// Whether an accepted send may be recorded gathered with others (`sends.recorded`) instead of
+/// on its own signal's subject: only one whose first append needs no compare-and-set — a fresh
+/// v7 id (no dedupe key makes it, no repeat can contend for it), not scheduled (its release is
+/// decided on the send's own subject), not one member's part of a fan-out — and with at least
+/// `GATHER_MIN_TTL` left.
+pub fn may_gather(sent: &SignalSent, now: DateTime<Utc>) -> bool {
+    sent.dedupe_key.is_none()
+        && sent.deliver_at.is_none()
+        && sent.fanout_id.is_none()
+        && crate::event::send_window(sent.signal_id).is_some()
+        && sent.expires_at - now >= GATHER_MIN_TTL
+}
+
 impl SendRequest {
     /// The schedule part of this request, for `schedule::deliver_at_for`.
     pub fn asked(&self) -> Asked<'_> {

@@ -166,3 +166,25 @@ fn fresh_signal_ids_are_time_ordered_and_keyed_ones_stay_derived() {
     assert_eq!(signal_id_for("default", "alice", Some("k")), signal_id_for("default", "alice", Some("k")));
     assert_eq!(signal_id_for("default", "alice", Some("k")).get_version_num(), 5);
 }
+
+#[test]
+fn given_plain_sends_when_asking_whether_they_may_be_gathered_then_only_fresh_unkeyed_unscheduled_long_lived_ones_may()
+{
+    let now = Utc.with_ymd_and_hms(2026, 11, 21, 0, 0, 0).unwrap();
+    let plain = accepted(when_sent(req("StatusUpdate"), view(RecipientState::Available, true)));
+    assert!(may_gather(&plain, now));
+    let keyed = accepted(when_sent(
+        SendRequest { dedupe_key: Some("k".into()), ..req("StatusUpdate") },
+        view(RecipientState::Available, true),
+    ));
+    assert!(!may_gather(&keyed, now), "a dedupe key's send contends for its subject");
+    let scheduled = accepted(when_sent(
+        SendRequest { deliver_after_seconds: Some(30), ..req("StatusUpdate") },
+        view(RecipientState::Available, true),
+    ));
+    assert!(!may_gather(&scheduled, now), "a release is decided on the send's own subject");
+    let member = SignalSent { fanout_id: Some(Uuid::now_v7()), ..(*plain).clone() };
+    assert!(!may_gather(&member, now));
+    let short = SignalSent { expires_at: now + Duration::seconds(59), ..(*plain).clone() };
+    assert!(!may_gather(&short, now), "too close to its expiry");
+}

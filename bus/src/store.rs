@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::agent::{AgentCommand, AgentState};
 use crate::error::{DomainError, Error, Refusal, Result};
-use crate::event::{Entity, Event, EventBody, SignalSent};
+use crate::event::{send_window, Entity, Event, EventBody, SignalSent};
 use crate::fold::Fold;
 use crate::log::{Appended, Expect, SharedLog, Stored};
 use crate::metrics;
@@ -50,7 +50,9 @@ pub struct SendRecorded {
 #[derive(Debug, Clone)]
 pub struct Known<'a> {
     pub hint: Hint<'a>,
-    /// The stream sequence of the event the hint describes.
+    /// The newest sequence on the signal's subject as the hint has it: the event the hint
+    /// describes, or 0 for a send gathered in its window (`sends.recorded`), whose subject is
+    /// empty until its next event.
     pub last_seq: u64,
     /// The signal's correlation id, carried by every event of it.
     pub correlation_id: Option<String>,
@@ -86,24 +88,48 @@ impl SignalStore {
         result
     }
 
-    /// The signal's state folded from the stream, and the newest sequence on its subject.
+    /// The signal's state folded from the stream, and the newest sequence on its subject (0
+    /// while the subject is empty: a send gathered in its window, `sends.recorded`, lives there).
     pub async fn load(&self, tenant: &str, signal_id: Uuid) -> Result<(SignalState, u64)> {
         let subject = self.log.subjects().of(tenant, Entity::Signal(signal_id));
-        let stored = match born_of(signal_id) {
-            Some(born) => {
-                let stored = self.log.read_subject_born(&subject, born).await?;
-                // A read from a bound that was too late (a clock far off) misses the signal's
-                // birth: then the whole subject. So does "nothing there", which must be true.
-                if stored.first().is_some_and(|s| is_birth(&s.event.body)) {
-                    stored
-                } else {
-                    self.log.read_subject(&subject).await?
-                }
-            }
-            None => self.log.read_subject(&subject).await?,
+        let Some(born) = born_of(signal_id) else {
+            return Ok(folded(None, self.log.read_subject(&subject).await?));
         };
-        let last = stored.last().map_or(0, |s| s.seq);
-        Ok((SignalState::from_events(stored.iter().map(|s: &Stored| &s.event.body)), last))
+        let stored = self.log.read_subject_born(&subject, born).await?;
+        if stored.first().is_some_and(|s| is_birth(&s.event.body)) {
+            return Ok(folded(None, stored));
+        }
+        // No send on the subject from the bound on: it was gathered, and every event the
+        // subject holds came after it; or the bound was too late (a clock far off), and then
+        // the whole subject — "nothing there" must be true.
+        if let Some((gathered_at, sent)) = self.find_gathered(tenant, signal_id, born).await? {
+            return Ok(folded(Some(sent), self.log.read_subject_after(&subject, gathered_at).await?));
+        }
+        Ok(folded(None, self.log.read_subject(&subject).await?))
+    }
+
+    /// The send of `signal_id` in its tenant's send window, with the sequence of the
+    /// `sends.recorded` holding it. A void copy (stored too late) holds nothing.
+    async fn find_gathered(
+        &self,
+        tenant: &str,
+        signal_id: Uuid,
+        born: DateTime<Utc>,
+    ) -> Result<Option<(u64, SignalSent)>> {
+        let Some(window) = send_window(signal_id) else { return Ok(None) };
+        let subject = self.log.subjects().of(tenant, Entity::Sends(window));
+        let find = |stored: Vec<Stored>| {
+            stored.into_iter().find_map(|s| match s.event.body {
+                EventBody::SendsRecorded(r) => {
+                    r.sends.into_iter().find(|sent| sent.signal_id == signal_id).map(|sent| (s.seq, sent))
+                }
+                _ => None,
+            })
+        };
+        if let Some(found) = find(self.log.read_subject_born(&subject, born).await?) {
+            return Ok(Some(found));
+        }
+        Ok(find(self.log.read_subject(&subject).await?))
     }
 
     /// Decides `command` against the stream's current state and appends the result with a
@@ -160,7 +186,7 @@ impl SignalStore {
         now: DateTime<Utc>,
         known: Option<Known<'_>>,
     ) -> Result<Hinted> {
-        if let Some(known) = known.filter(|k| k.last_seq > 0) {
+        if let Some(known) = known {
             let cmd = command(&known.hint.status());
             let body = match decide_hinted(signal_id, &known.hint, &cmd, now) {
                 // The hint is the newest event, and what it refuses stays refused.
@@ -302,6 +328,18 @@ impl SignalStore {
         }
         Err(Error::Unavailable(format!("token {token_id} is too contended")))
     }
+}
+
+/// A signal's state from its gathered send, if any, and the events on its subject; with the
+/// newest sequence on the subject (0: none there).
+fn folded(gathered: Option<SignalSent>, stored: Vec<Stored>) -> (SignalState, u64) {
+    let last = stored.last().map_or(0, |s| s.seq);
+    let mut state = gathered
+        .map_or_else(SignalState::default, |sent| SignalState::from_event(EventBody::SignalSent(Box::new(sent))));
+    for s in stored {
+        state.apply(&s.event.body);
+    }
+    (state, last)
 }
 
 /// When a signal was made, if its id says (a v7 id's first 48 bits are its unix milliseconds;

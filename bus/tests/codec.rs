@@ -174,6 +174,16 @@ fn samples() -> Vec<Event> {
             ],
         }),
     ];
+    // Last, so every earlier sample keeps its event id (and its vector).
+    let mut bodies = bodies;
+    let sent = bodies.iter().find_map(|b| match b {
+        EventBody::SignalSent(s) => Some((**s).clone()),
+        _ => None,
+    });
+    let sent = sent.expect("a signal.sent sample");
+    let other =
+        SignalSent { signal_id: Uuid::from_u128(0x7777), to: "carol".into(), pushed_to: Some(sess), ..sent.clone() };
+    bodies.push(EventBody::SendsRecorded(SendsRecorded { window: 176_435_100_000, sends: vec![sent, other] }));
     bodies
         .into_iter()
         .enumerate()

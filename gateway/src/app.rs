@@ -23,6 +23,7 @@ use crate::config::GatewayConfig;
 use crate::delivery::tail::{self, Tail};
 use crate::error::ApiError;
 use crate::openapi;
+use crate::sends;
 use crate::sessions::reaper::{self, Reaper};
 use crate::state::Gateway;
 
@@ -42,7 +43,7 @@ impl Gateway {
         config: GatewayConfig,
     ) -> Result<Gateway, StartError> {
         let target = log.last_seq().await?;
-        let (gw, applied, acks_inbox) = Gateway::new(log, queries, config);
+        let (gw, applied, acks_inbox, sends_inbox) = Gateway::new(log, queries, config);
         let announcers = gw.announcers().clone();
         let tail = Tail {
             log: gw.log().clone(),
@@ -78,6 +79,7 @@ impl Gateway {
             gw.config().ack_gather,
             gw.shutdown_token().clone(),
         ));
+        gw.tasks().spawn(sends::run(gw.store().clone(), sends_inbox, gw.shutdown_token().clone()));
         reaper::spawn_node_watch(reaper.clone(), gw.tasks());
         reaper::spawn(reaper, gw.tasks());
         if let Some(max_lag) = gw.config().max_projector_lag {

@@ -76,6 +76,7 @@ mod registration;
 mod removal;
 pub mod scopes;
 mod send;
+mod sends;
 mod sessions;
 mod state;
 mod tokens;

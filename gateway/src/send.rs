@@ -13,7 +13,8 @@
 use bus::catalog::DeliveryClass;
 use bus::event::{EventBody, PublishPath, RecipientState, SignalSent};
 use bus::send::{decide_send, RecipientView, SendDecision, SendRequest};
-use bus::signal::{SignalCommand, Status};
+use bus::signal::{SignalCommand, SignalState, Status};
+use bus::store::SendRecorded;
 use chrono::Utc;
 use uuid::Uuid;
 
@@ -66,7 +67,19 @@ pub async fn send(gw: &Gateway, tenant: &str, from: &str, req: SendRequest) -> R
     }
     // Watched before the append, so a push recorded at once is not missed.
     let watch = (pushing && at_send.is_none()).then(|| gw.confirmations().watch(signal_id));
-    let recorded = gw.store().record_send(tenant, from, decision, now).await?;
+    let recorded = match decision {
+        SendDecision::Accepted(sent) if bus::send::may_gather(&sent, now) => {
+            match gw.sends().record(tenant, sent).await {
+                Ok(answer) => {
+                    let (seq, sent) = answer?;
+                    SendRecorded { state: SignalState::from_event(EventBody::SignalSent(sent)), created: true, seq }
+                }
+                // The batcher is stopping: recorded alone.
+                Err(sent) => gw.store().record_send(tenant, from, SendDecision::Accepted(sent), now).await?,
+            }
+        }
+        decision => gw.store().record_send(tenant, from, decision, now).await?,
+    };
     if !recorded.created {
         return repeat(gw, tenant, signal_id, &recorded.state).await;
     }

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::acks::{AckBatcher, Inbox};
+use crate::acks::{self, AckBatcher};
 use crate::agent_registry::AgentRegistry;
 use crate::announcers::Announcers;
 use crate::applied::Applied;
@@ -26,6 +26,7 @@ use crate::config::GatewayConfig;
 use crate::delivery::confirm::Confirmations;
 use crate::delivery::Deliverer;
 use crate::ratelimit::SendLimiter;
+use crate::sends::{self, SendBatcher};
 use crate::sessions::heartbeats::Heartbeats;
 use crate::sessions::hub::Hub;
 use crate::sessions::lifecycle::Lifecycle;
@@ -65,6 +66,9 @@ struct Inner {
     lifecycle: Lifecycle,
     /// Where sessions hand their checked ack batches (`acks.rs`), one event per tenant per batch.
     acks: AckBatcher,
+    /// Where the send flow hands the sends it may gather (`sends.rs`): one event per tenant and
+    /// send window per batch.
+    sends: SendBatcher,
 }
 
 /// The shared gateway handle.
@@ -75,14 +79,15 @@ pub struct Gateway {
 
 impl Gateway {
     /// The handle over empty session tables, the sender the stream tail reports its applied
-    /// stream position through, and what the ack batcher reads. Nothing runs yet:
+    /// stream position through, and what the ack and send batchers read. Nothing runs yet:
     /// `Gateway::start` (in `app.rs`) starts it.
     pub(crate) fn new(
         log: SharedLog,
         queries: Arc<dyn Queries>,
         config: GatewayConfig,
-    ) -> (Gateway, watch::Sender<u64>, Inbox) {
+    ) -> (Gateway, watch::Sender<u64>, acks::Inbox, sends::Inbox) {
         let (acks, acks_inbox) = AckBatcher::new();
+        let (sends, sends_inbox) = SendBatcher::new();
         let (applied_tx, applied) = Applied::channel();
         let config = Arc::new(config);
         let store = SignalStore::new(log);
@@ -135,8 +140,9 @@ impl Gateway {
             inbox_waits: Arc::default(),
             lifecycle,
             acks,
+            sends,
         };
-        (Gateway { inner: Arc::new(inner) }, applied_tx, acks_inbox)
+        (Gateway { inner: Arc::new(inner) }, applied_tx, acks_inbox, sends_inbox)
     }
 
     pub fn config(&self) -> &GatewayConfig {
@@ -205,6 +211,9 @@ impl Gateway {
     }
     pub(crate) fn acks(&self) -> &AckBatcher {
         &self.inner.acks
+    }
+    pub(crate) fn sends(&self) -> &SendBatcher {
+        &self.inner.sends
     }
 
     /// The stream position this process has applied (what back-pressure measures against).

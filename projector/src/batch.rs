@@ -222,35 +222,44 @@ impl Batch {
                 })
             };
             match &ev.body {
-                EventBody::SignalSent(s) => {
-                    let payload = json_text(&s.payload);
-                    if let Some(reason) = unstorable_sent(s, &payload) {
-                        b.dead_letters.push(DeadLetter::of(stored, &reason));
-                        continue;
-                    }
-                    b.sent.push(SentRow {
-                        id: s.signal_id,
-                        tenant: tenant.clone(),
-                        from: text(&s.from),
-                        to: text(&s.to),
-                        signal_type: text(&s.signal_type),
-                        category: s.category.as_str().to_string(),
-                        priority: s.priority,
-                        payload: payload.into_owned(),
-                        delivery_class: s.delivery_class.as_str().to_string(),
-                        recipient_state: s.recipient_state.as_str().to_string(),
-                        publish_path: s.publish_path.as_str().to_string(),
-                        correlation_id: s.correlation_id.as_deref().map(text),
-                        created_at: s.created_at,
-                        expires_at: s.expires_at,
-                        fanout_id: s.fanout_id,
-                        deliver_at: s.deliver_at,
-                        seq,
-                    });
-                    // A send that recorded its push is delivered by the same event.
-                    if let Some(d) = s.delivery() {
-                        let i = patch(&mut b, d.signal_id);
-                        b.signal_patches[i].delivered(&d, at, seq);
+                // Gathered sends fold as each alone would, but live on no signal's subject: the
+                // newest sequence of each one's subject (a compare-and-set's) is 0 until its next
+                // event.
+                EventBody::SignalSent(_) | EventBody::SendsRecorded(_) => {
+                    let own_seq = if matches!(ev.body, EventBody::SignalSent(_)) { seq } else { 0 };
+                    for s in ev.body.sent_signals() {
+                        let payload = json_text(&s.payload);
+                        if let Some(reason) = unstorable_sent(s, &payload) {
+                            // One dead letter per event; the rest of a gathered event still folds.
+                            if b.dead_letters.last().is_none_or(|d| d.seq != stored.seq) {
+                                b.dead_letters.push(DeadLetter::of(stored, &reason));
+                            }
+                            continue;
+                        }
+                        b.sent.push(SentRow {
+                            id: s.signal_id,
+                            tenant: tenant.clone(),
+                            from: text(&s.from),
+                            to: text(&s.to),
+                            signal_type: text(&s.signal_type),
+                            category: s.category.as_str().to_string(),
+                            priority: s.priority,
+                            payload: payload.into_owned(),
+                            delivery_class: s.delivery_class.as_str().to_string(),
+                            recipient_state: s.recipient_state.as_str().to_string(),
+                            publish_path: s.publish_path.as_str().to_string(),
+                            correlation_id: s.correlation_id.as_deref().map(text),
+                            created_at: s.created_at,
+                            expires_at: s.expires_at,
+                            fanout_id: s.fanout_id,
+                            deliver_at: s.deliver_at,
+                            seq: own_seq,
+                        });
+                        // A send that recorded its push is delivered by the same event.
+                        if let Some(d) = s.delivery() {
+                            let i = patch(&mut b, d.signal_id);
+                            b.signal_patches[i].delivered(&d, at, own_seq);
+                        }
                     }
                 }
                 // A bounce never enters signal_queue (CONTRACT §4).

@@ -4,7 +4,7 @@
 mod support;
 
 use bus::catalog::Category;
-use bus::event::{AcksRecorded, DeliveredVia, EventBody, SignalsAcked};
+use bus::event::{AcksRecorded, DeliveredVia, EventBody, SendsRecorded, SignalsAcked};
 use chrono::{Duration, Utc};
 use projector::queries::{FactsPage, ListSignals, Queries, Role, StatusFilter};
 use support::*;
@@ -15,6 +15,7 @@ both_backends!(
     a_batch_applied_twice_changes_nothing,
     drain_order_and_redelivery,
     a_gateways_ack_batch_stamps_each_sessions_signals,
+    gathered_sends_fold_as_each_alone_on_an_empty_subject,
     archived_rows_still_take_late_events,
     doctor_finds_planted_violations,
     fact_pages_are_bounded_in_bytes_and_continue_before_a_seq
@@ -266,6 +267,34 @@ async fn a_gateways_ack_batch_stamps_each_sessions_signals(env: Env) {
     }
     let row = m.signal(TENANT, a).await.unwrap().unwrap();
     assert_eq!(row.last_event_seq, 1, "an ack leaves the signal subject's sequence alone");
+}
+
+/// A `sends.recorded` (a gateway's gathered sends) folds as each entry's own `signal.sent`
+/// would — a pushed one delivered by it — except that each signal's subject is still empty:
+/// `last_event_seq` stays 0 (the first compare-and-set's expectation) until its next event.
+async fn gathered_sends_fold_as_each_alone_on_an_empty_subject(env: Env) {
+    let m = &env.models;
+    let t0 = Utc::now() - Duration::minutes(5);
+    let at = |s: i64| t0 + Duration::seconds(s);
+    let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+    let bob_s = Uuid::new_v4();
+    let body = |e: Event| match e.body {
+        EventBody::SignalSent(s) => *s,
+        _ => unreachable!(),
+    };
+    let sends = vec![
+        body(sent(a, "x", "carol", Category::Info, at(0), Duration::hours(1))),
+        body(sent_pushed(b, "x", "bob", bob_s, at(0))),
+        body(sent(c, "x", "carol", Category::Info, at(0), Duration::hours(1))),
+    ];
+    let gathered = ev(at(0), EventBody::SendsRecorded(SendsRecorded { window: 1, sends }));
+    assert!(m.apply_stored(&stored(1, vec![gathered]), 0).await.unwrap());
+    assert!(m.apply_stored(&stored(2, vec![recalled(c, "x", at(1))]), 1).await.unwrap());
+    let row = |id| async move { m.signal(TENANT, id).await.unwrap().unwrap() };
+    let (ra, rb, rc) = (row(a).await, row(b).await, row(c).await);
+    assert_eq!((ra.to_identity.as_str(), ra.last_event_seq, ra.delivered_at.is_none()), ("carol", 0, true));
+    assert_eq!((rb.delivered_via.as_deref(), rb.last_event_seq), (Some("ws_push"), 0), "delivered by its send");
+    assert_eq!((rc.recalled_at.is_some(), rc.last_event_seq), (true, 2), "its next event is on its own subject");
 }
 
 async fn archived_rows_still_take_late_events(env: Env) {

@@ -131,21 +131,26 @@ impl Timers {
     }
 
     /// Follows one stream event stored at `seq`: a send sets its signal's timer (when due within
-    /// the window; `seq` is then its subject's last sequence, the expiry's compare-and-set), a
+    /// the window; `seq` is then its subject's last sequence, the expiry's compare-and-set — 0
+    /// for the sends of a `sends.recorded`, stored on no signal's subject), a
     /// delivery, recall or expiry clears it, a release moves that sequence. Other events are
     /// ignored.
     pub fn observe(&mut self, seq: u64, event: &Event, now_utc: DateTime<Utc>) {
         let key = |id: Uuid| SignalKey { tenant: event.tenant.clone(), id };
         match &event.body {
-            // A send that recorded its push is delivered already: no timer.
-            EventBody::SignalSent(sent) if sent.pushed_to.is_none() => {
-                let pending = Pending {
-                    signal_type: sent.signal_type.clone(),
-                    expires_at: sent.expires_at,
-                    correlation_id: sent.correlation_id.clone(),
-                    last_seq: seq,
-                };
-                self.offer(key(sent.signal_id), pending, now_utc);
+            // A send that recorded its push is delivered already: no timer. A gathered send's
+            // subject is empty until its next event: its expiry expects exactly that.
+            EventBody::SignalSent(_) | EventBody::SendsRecorded(_) => {
+                let last_seq = if matches!(event.body, EventBody::SignalSent(_)) { seq } else { 0 };
+                for sent in event.body.sent_signals().filter(|s| s.pushed_to.is_none()) {
+                    let pending = Pending {
+                        signal_type: sent.signal_type.clone(),
+                        expires_at: sent.expires_at,
+                        correlation_id: sent.correlation_id.clone(),
+                        last_seq,
+                    };
+                    self.offer(key(sent.signal_id), pending, now_utc);
+                }
             }
             EventBody::SignalDelivered(SignalDelivered { signal_id, .. })
             | EventBody::SignalExpired(SignalExpired { signal_id, .. })

@@ -60,6 +60,11 @@ impl Audit {
         for stored in events {
             if let Some(id) = stored.event.body.signal_id() {
                 bodies.entry(id).or_default().push(stored.event.body);
+            } else if let EventBody::SendsRecorded(r) = stored.event.body {
+                // Gathered sends: each the first event of its signal's life.
+                for sent in r.sends {
+                    bodies.entry(sent.signal_id).or_default().push(EventBody::SignalSent(Box::new(sent)));
+                }
             }
         }
         let signals = bodies.into_iter().map(|(id, bodies)| (id, life_of(&bodies))).collect();

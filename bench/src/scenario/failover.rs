@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use bus::event::EventBody;
 use bus::log::SharedLog;
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -246,8 +245,8 @@ async fn audit(log: &SharedLog, answers: &[Answer]) -> anyhow::Result<(usize, us
         let Some(end) = page.last().map(|s| s.seq) else { bail!("the stream ended before its sequence {last}") };
         for s in page {
             // Voided copies (stored after their `accept_by`) read as `Voided`: they never count.
-            if let EventBody::SignalSent(sent) = s.event.body {
-                stored.extend(sent.correlation_id);
+            for sent in s.event.body.sent_signals() {
+                stored.extend(sent.correlation_id.clone());
             }
         }
         next = end + 1;

@@ -134,7 +134,9 @@ pub(crate) async fn one_mode(
         }
     }
     if let (true, Some(url), Some(before)) = (with_raw, &target.nats_url, before) {
-        let size = mean_event_bytes(url, before).await?;
+        // Messages the size of one send's: the bus gathers several sends into one message, and
+        // the baseline is what the broker does with a message per signal.
+        let size = mean_event_bytes(url, before).await?.min(send_bytes(cfg.payload_bytes));
         let raw_for = cfg.duration.min(Duration::from_secs(10));
         let base = raw::publish_rate(url, size, raw_for, args.raw_window, target.replicas).await?;
         let raw_per_s = round(base.per_sec(), 1);
@@ -167,6 +169,37 @@ pub(crate) async fn one_mode(
 async fn mean_event_bytes(url: &str, before: (u64, u64)) -> anyhow::Result<usize> {
     let (msgs, bytes) = raw::stream_totals(url, BUS_STREAM).await?;
     Ok(((bytes - before.1) / (msgs - before.0).max(1)) as usize)
+}
+
+/// What one send's `signal.sent` takes on the stream with `payload_bytes` of payload (the
+/// bench's names, a session id, the envelope): the size of the raw baseline's messages.
+fn send_bytes(payload_bytes: usize) -> usize {
+    use bus::catalog::{Category, DeliveryClass};
+    use bus::event::{Event, EventBody, PublishPath, RecipientState, SignalSent};
+    let now = chrono::Utc::now();
+    let sent = SignalSent {
+        signal_id: uuid::Uuid::now_v7(),
+        from: "sender-00".into(),
+        to: "recipient-00".into(),
+        signal_type: "StatusUpdate".into(),
+        category: Category::Info,
+        priority: 1,
+        payload: format!(r#"{{"t":1234567890,"pad":"{}"}}"#, drive::padding(payload_bytes)),
+        delivery_class: DeliveryClass::Async,
+        created_at: now,
+        expires_at: now,
+        recipient_state: RecipientState::Available,
+        publish_path: PublishPath::PushedToWs,
+        correlation_id: None,
+        dedupe_key: None,
+        redacted: vec![],
+        resolved_to_session: Some(uuid::Uuid::now_v7()),
+        pushed_to: Some(uuid::Uuid::now_v7()),
+        fanout_id: None,
+        deliver_at: None,
+    };
+    let event = Event::new("default", None, now, EventBody::SignalSent(Box::new(sent)));
+    bus::codec::encode(&event).map_or(payload_bytes + 512, |b| b.len())
 }
 
 pub(crate) fn drive_config(args: &Args, rate: Option<f64>) -> DriveConfig {

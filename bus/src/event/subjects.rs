@@ -20,6 +20,8 @@ pub enum Entity<'a> {
     /// A tenant's ack batches that gateways record for several sessions at once
     /// (`acks.recorded`): one subject, since nothing reads them back but the projector.
     AckBatches,
+    /// A tenant's sends gathered in one send window (`sends.recorded`, `sends.rs`).
+    Sends(u64),
     Directive(Uuid),
     /// A group, by its name with the `@`.
     Group(&'a str),
@@ -61,6 +63,7 @@ impl Subjects {
             Entity::Acks(identity) => write!(s, "acks.{}", subject_token(identity)),
             // One token fewer than `acks.<identity>`, so no identity's subject can be it.
             Entity::AckBatches => write!(s, "acks"),
+            Entity::Sends(window) => write!(s, "sends.{window}"),
             Entity::Directive(id) => write!(s, "dir.{}", id.simple()),
             // The `@` is dropped: every group name has one, and `~40` in each subject says nothing.
             Entity::Group(name) => write!(s, "group.{}", subject_token(name.trim_start_matches('@'))),
@@ -85,6 +88,7 @@ mod tests {
             (Entity::Plugin("p.x"), format!("sb.t1.plugin.{}", subject_token("p.x"))),
             (Entity::Acks("bob"), format!("sb.t1.acks.{}", subject_token("bob"))),
             (Entity::AckBatches, "sb.t1.acks".to_string()),
+            (Entity::Sends(176_400_000_000), "sb.t1.sends.176400000000".to_string()),
             (Entity::Directive(id), "sb.t1.dir.0190a4f56a8e7c3b9d2e5f4a3b2c1d0e".to_string()),
             (Entity::Group("@ops"), format!("sb.t1.group.{}", subject_token("ops"))),
             (Entity::AdminToken(id), "sb.t1.admintok.0190a4f56a8e7c3b9d2e5f4a3b2c1d0e".to_string()),

@@ -75,6 +75,14 @@ pub trait EventLog: Send + Sync + std::fmt::Debug + 'static {
         self.read_subject(subject).await
     }
 
+    /// Every event stored under `subject` with a sequence above `after`, oldest first: the rest
+    /// of a subject whose start is known (a signal's events after its gathered send).
+    async fn read_subject_after(&self, subject: &str, after: u64) -> Result<Vec<Stored>> {
+        let mut stored = self.read_subject(subject).await?;
+        stored.retain(|s| s.seq > after);
+        Ok(stored)
+    }
+
     /// The newest event stored under `subject`, if any. O(1): used to assign per-plugin seqs.
     async fn last_on_subject(&self, subject: &str) -> Result<Option<Stored>>;
 

@@ -49,8 +49,10 @@ pub struct Deliverer {
     pub config: Arc<GatewayConfig>,
 }
 
-/// A `signal.sent` just read from the stream, with the sequence it was stored at — or, with
-/// `released`, the send of a scheduled signal whose `signal.released` was stored at `seq`.
+/// A `signal.sent` just read from the stream, with the newest sequence on its signal's subject
+/// (where it was stored; 0 for a send gathered in a `sends.recorded`, whose subject is empty) —
+/// or, with `released`, the send of a scheduled signal whose `signal.released` was stored at
+/// `seq`.
 pub struct Fresh<'a> {
     pub sent: &'a SignalSent,
     pub seq: u64,

@@ -58,9 +58,12 @@ impl Deliverer {
     /// once; any other node holding a session waits `push_grace` first, then tries too, so a
     /// lagging presence view can delay a push but never lose it. The compare-and-set picks one
     /// winner. A scheduled send is not pushed: it is invisible until its release (`on_released`).
-    pub fn on_sent(self: &Arc<Self>, tenant: &str, sent: &SignalSent, seq: u64) {
+    ///
+    /// `at` is where the tail read the send; `last_seq` the newest sequence on the signal's
+    /// subject (`at` for a send stored there, 0 for one gathered in a `sends.recorded`).
+    pub fn on_sent(self: &Arc<Self>, tenant: &str, sent: &SignalSent, at: u64, last_seq: u64) {
         if sent.deliver_at.is_none() {
-            self.push_fresh(tenant, sent, seq, false);
+            self.push_fresh(tenant, sent, at, last_seq, false);
         }
     }
 
@@ -101,14 +104,14 @@ impl Deliverer {
             };
             if let Some(sent) = sent {
                 announce(&tenant, &sent);
-                this.push_fresh(&tenant, &sent, seq, true);
+                this.push_fresh(&tenant, &sent, seq, seq, true);
             }
         });
     }
 
-    /// The push of `sent`, whose newest event (its send, or with `released` its release) is at
-    /// `seq`, to a live session of its recipient held here.
-    fn push_fresh(self: &Arc<Self>, tenant: &str, sent: &SignalSent, seq: u64, released: bool) {
+    /// The push of `sent`, read by the tail at `at` (its send, or with `released` its release),
+    /// whose subject's newest sequence is `last_seq`, to a live session of its recipient here.
+    fn push_fresh(self: &Arc<Self>, tenant: &str, sent: &SignalSent, at: u64, last_seq: u64, released: bool) {
         if bus::signal::is_due(sent.expires_at, Utc::now()) {
             return;
         }
@@ -138,10 +141,10 @@ impl Deliverer {
                 },
                 _ = session.closing().cancelled() => return,
             };
-            if known.is_some_and(|t| seq <= t) {
+            if known.is_some_and(|t| at <= t) {
                 return;
             }
-            let fresh = Fresh { sent: &sent, seq, released };
+            let fresh = Fresh { sent: &sent, seq: last_seq, released };
             if let Err(e) = this.deliver_to(&session, sent.signal_id, Some(fresh), DeliveredVia::WsPush, false).await {
                 tracing::warn!(error = %e, signal_id = %sent.signal_id, "push failed; the signal stays pending");
             }

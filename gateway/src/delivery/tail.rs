@@ -1,6 +1,7 @@
 //! The stream tail of one gateway process: applies every event to the registry and presence,
 //! closes sessions whose token was rotated or whose agent was removed anywhere, and hands every
-//! `signal.sent` — and every `signal.released` of a scheduled one — to the push path and the MCP
+//! `signal.sent` (alone or gathered in a `sends.recorded`) — and every `signal.released` of a
+//! scheduled one — to the push path and the MCP
 //! announcement, so a signal sent through any process
 //! reaches a session held by this one; a session's close lets a sibling that opened before it
 //! take back what the closed one left unacked (`Deliverer::on_closed`). It wakes the callers
@@ -126,16 +127,12 @@ impl Tail {
             EventBody::AgentRemoved(r) => {
                 self.hub.close_identity(&event.tenant, &r.identity, CloseReason::AgentRemoved);
             }
-            // Sent and pushed in one event by the gateway that held the session: nothing to push.
-            EventBody::SignalSent(sent) if sent.pushed_to.is_some() => self.confirmations.delivered(sent.signal_id),
-            // A scheduled send is invisible until its release, which is pushed and announced then.
-            EventBody::SignalSent(sent) if sent.deliver_at.is_some() => {
-                self.deliverer.scheduled.keep(sent, chrono::Utc::now());
-            }
-            EventBody::SignalSent(sent) => {
-                self.deliverer.on_sent(&event.tenant, sent, stored.seq);
-                (self.announce)(&event.tenant, sent);
-                self.wake_inbox(&event.tenant, &sent.to);
+            EventBody::SignalSent(sent) => self.on_sent(&event.tenant, sent, stored.seq, stored.seq),
+            // Gathered sends: each as if stored alone, on a subject that is still empty.
+            EventBody::SendsRecorded(r) => {
+                for sent in &r.sends {
+                    self.on_sent(&event.tenant, sent, stored.seq, 0);
+                }
             }
             EventBody::SignalReleased(r) => {
                 let announce = self.announce.clone();
@@ -158,6 +155,21 @@ impl Tail {
 }
 
 impl Tail {
+    /// One send read at `at`, whose signal's subject's newest sequence is `last_seq`.
+    fn on_sent(&self, tenant: &str, sent: &bus::event::SignalSent, at: u64, last_seq: u64) {
+        // Sent and pushed in one event by the gateway that held the session: nothing to push.
+        if sent.pushed_to.is_some() {
+            self.confirmations.delivered(sent.signal_id);
+        } else if sent.deliver_at.is_some() {
+            // A scheduled send is invisible until its release, which is pushed and announced then.
+            self.deliverer.scheduled.keep(sent, chrono::Utc::now());
+        } else {
+            self.deliverer.on_sent(tenant, sent, at, last_seq);
+            (self.announce)(tenant, sent);
+            self.wake_inbox(tenant, &sent.to);
+        }
+    }
+
     /// Wakes whoever waits on the inbox of `identity` (they look again; nothing is handed out
     /// here).
     fn wake_inbox(&self, tenant: &str, identity: &str) {

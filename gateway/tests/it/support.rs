@@ -289,7 +289,16 @@ pub async fn deliveries(log: &SharedLog, signal_id: &str) -> usize {
         EventBody::SignalSent(sent) => sent.pushed_to.is_some(),
         _ => false,
     };
-    events.iter().filter(|s| recorded(&s.event.body)).count()
+    let on_subject = events.iter().filter(|s| recorded(&s.event.body)).count();
+    // A send gathered in a `sends.recorded` lives in its send window's subject.
+    let window = log.subjects().of("default", Entity::Sends(bus::event::send_window(id).unwrap_or_default()));
+    let gathered = log.read_subject(&window).await.unwrap();
+    let pushed = gathered
+        .iter()
+        .flat_map(|s| s.event.body.sent_signals())
+        .filter(|sent| sent.signal_id == id && sent.pushed_to.is_some())
+        .count();
+    on_subject + pushed
 }
 
 /// Polls `f` until it returns true or `wait` passes.

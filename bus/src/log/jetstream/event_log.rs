@@ -58,6 +58,10 @@ impl EventLog for JetStreamLog {
         self.read_subject_from(subject, from).await
     }
 
+    async fn read_subject_after(&self, subject: &str, after: u64) -> Result<Vec<Stored>> {
+        subject_reads::read_subject(&self.stream, self.reads, subject, after + 1).await
+    }
+
     async fn last_on_subject(&self, subject: &str) -> Result<Option<Stored>> {
         subject_reads::last_on_subject(&self.stream, self.reads, subject).await
     }

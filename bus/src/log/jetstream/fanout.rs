@@ -144,6 +144,7 @@ impl Retained {
 fn approx_bytes(s: &Stored) -> usize {
     let body = match &s.event.body {
         EventBody::SignalSent(sent) => sent.payload.len(),
+        EventBody::SendsRecorded(r) => r.sends.iter().map(|s| s.payload.len() + 512).sum(),
         EventBody::PluginFactRecorded(fact) => fact.state.len(),
         EventBody::SignalsAcked(_) => s.event.body.acked_ids().count() * 16,
         EventBody::AcksRecorded(batch) => s.event.body.acked_ids().count() * 16 + batch.acks.len() * 64,

@@ -1,0 +1,303 @@
+//! The send batcher: sends that may be gathered (`bus::send::may_gather`) are recorded together,
+//! one `sends.recorded` per tenant and send window, instead of one stream message per send. The
+//! broker's cost is per message (its write, its subject index entry, its ack), not per send, and
+//! a flat-out run spent about a quarter of the machine on it.
+//!
+//! A group commit, like `acks.rs`: one batch is appended at a time, and everything handed in
+//! while it was being appended is the next batch — so at a trickle a send is appended alone and
+//! at once, and under load each append carries what gathered during the last one. An append
+//! slower than `STALL` does not hold the next batch back (see `run`). An entry is never split,
+//! and an event holds at most `MAX_SENDS` sends or about `MAX_BYTES`.
+//!
+//! A send that waited past `MAX_QUEUED` to be taken (the stream stalled under the append ahead
+//! of it) is refused unpublished, so a stall answers each sender within the time an append of
+//! its own would have taken to give up.
+//!
+//! Each waiter gets its own send back with the sequence of the event that recorded it, or the
+//! append's error (`Unavailable`: nothing was accepted; `Indeterminate`: it may have been), the
+//! same answer a send appended alone would have had. Deliberately decides nothing: what a send
+//! records is `bus::send`'s, and a send that cannot be handed in (the batcher is stopping) is
+//! given back for the caller to record alone — never one that might already be stored.
+
+use std::time::Duration;
+
+use bus::event::{send_window, Event, EventBody, SendsRecorded, SignalSent};
+use bus::store::SignalStore;
+use chrono::Utc;
+use futures::future::join_all;
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Sends per `sends.recorded`.
+pub const MAX_SENDS: usize = 500;
+/// About the most bytes of payload and names per `sends.recorded` (a stream message is at most
+/// 1 MiB by default); one send larger than this is an event of its own.
+pub const MAX_BYTES: usize = 256 * 1024;
+/// How long a send may wait to be taken into an append. One that waited longer (the stream
+/// stalled under the append before it) is refused unpublished — "nothing was accepted" is then
+/// the truth — rather than stored long after its sender was left waiting: a stall answers the
+/// senders it holds as it would have answered each alone, not all of them once it is over.
+pub const MAX_QUEUED: Duration = Duration::from_secs(5);
+/// How long the next batch waits for the append in flight: far longer than a healthy append
+/// (a millisecond or two flat out), far shorter than a send's patience.
+pub const STALL: Duration = Duration::from_millis(10);
+/// Appends in flight at most (only a stalled stream has more than one).
+pub const MAX_IN_FLIGHT: usize = 64;
+
+type Answer = Result<(u64, Box<SignalSent>), bus::Error>;
+
+/// One send handed in, and who waits for it.
+#[derive(Debug)]
+struct Entry {
+    tenant: String,
+    window: u64,
+    sent: Box<SignalSent>,
+    handed_in: Instant,
+    done: oneshot::Sender<Answer>,
+}
+
+/// The handle the send flow records gathered sends through (cheap to share).
+#[derive(Debug, Clone)]
+pub struct SendBatcher {
+    tx: mpsc::UnboundedSender<Entry>,
+}
+
+/// What `run` reads the handed-in sends from.
+#[derive(Debug)]
+pub struct Inbox(mpsc::UnboundedReceiver<Entry>);
+
+impl SendBatcher {
+    pub fn new() -> (SendBatcher, Inbox) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (SendBatcher { tx }, Inbox(rx))
+    }
+
+    /// Records `sent` (of `tenant`) with the next batch and waits until that batch is on the
+    /// stream: the sequence of the event holding it, and the send. `Err(Ok(sent))`: the batcher
+    /// is gone before taking it, so nothing was appended and the caller records it alone.
+    pub async fn record(&self, tenant: &str, sent: Box<SignalSent>) -> Result<Answer, Box<SignalSent>> {
+        let Some(window) = send_window(sent.signal_id) else { return Err(sent) };
+        let (done, answer) = oneshot::channel();
+        let entry = Entry { tenant: tenant.to_string(), window, sent, handed_in: Instant::now(), done };
+        if let Err(back) = self.tx.send(entry) {
+            return Err(back.0.sent);
+        }
+        // Taken and then dropped unanswered only if the runtime is going away mid-append: it
+        // may be stored, so "nothing was accepted" would be a guess.
+        Ok(answer.await.unwrap_or_else(|_| Err(bus::Error::Indeterminate("the send batcher stopped".into()))))
+    }
+}
+
+/// Gathers and records batches until `shutdown`; then records what was already handed in and
+/// stops taking more (later sends are recorded alone by their callers).
+///
+/// A group commit that does not stall: the next batch waits for the one in flight, but never
+/// longer than `STALL`. An append that slow is stuck (a paused or electing stream), and the sends
+/// behind it are published at once in batches of their own, as each alone would have been — so
+/// when the stream answers again, each is stored within its own acceptance window, or refused.
+pub async fn run(store: SignalStore, mut inbox: Inbox, shutdown: CancellationToken) {
+    let mut in_flight = FuturesUnordered::new();
+    loop {
+        let first = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
+            entry = inbox.0.recv() => match entry {
+                Some(e) => e,
+                None => break,
+            },
+        };
+        let stalled = tokio::time::sleep(STALL);
+        tokio::pin!(stalled);
+        while !in_flight.is_empty() {
+            let full = in_flight.len() >= MAX_IN_FLIGHT;
+            tokio::select! {
+                biased;
+                _ = in_flight.next() => {}
+                _ = &mut stalled, if !full => break,
+            }
+        }
+        let mut batch = vec![first];
+        while let Ok(e) = inbox.0.try_recv() {
+            batch.push(e);
+        }
+        in_flight.push(flush(&store, batch));
+    }
+    inbox.0.close();
+    let mut rest = Vec::new();
+    while let Ok(e) = inbox.0.try_recv() {
+        rest.push(e);
+    }
+    if !rest.is_empty() {
+        in_flight.push(flush(&store, rest));
+    }
+    while in_flight.next().await.is_some() {}
+}
+
+/// Appends `batch` as its events (`events_of`), all at once, and answers every entry; refuses,
+/// unpublished, each that waited past `MAX_QUEUED`.
+async fn flush(store: &SignalStore, batch: Vec<Entry>) {
+    let (batch, stale): (Vec<Entry>, Vec<Entry>) = batch.into_iter().partition(|e| e.handed_in.elapsed() <= MAX_QUEUED);
+    for e in stale {
+        let refused = "the event log did not take the send in time; nothing was accepted";
+        let _ = e.done.send(Err(bus::Error::Unavailable(refused.into())));
+    }
+    if batch.is_empty() {
+        return;
+    }
+    let now = Utc::now();
+    let groups = events_of(batch);
+    let appended = join_all(groups.into_iter().map(|(tenant, recorded, waiters)| async move {
+        let event = Event::new(tenant, None, now, EventBody::SendsRecorded(recorded));
+        let outcome = store.record(&event).await;
+        (event, outcome, waiters)
+    }))
+    .await;
+    for (event, outcome, waiters) in appended {
+        let EventBody::SendsRecorded(recorded) = event.body else { unreachable!("built above") };
+        match outcome {
+            Ok(a) => {
+                for (sent, done) in recorded.sends.into_iter().zip(waiters) {
+                    let _ = done.send(Ok((a.seq, Box::new(sent))));
+                }
+            }
+            Err(e) => {
+                for done in waiters {
+                    let _ = done.send(Err(copy(&e)));
+                }
+            }
+        }
+    }
+}
+
+type Group = (String, SendsRecorded, Vec<oneshot::Sender<Answer>>);
+
+/// The events `batch` is recorded as: one per (tenant, window) in the order each first
+/// appears, another past `MAX_SENDS` or `MAX_BYTES`, every send whole; with each event's
+/// waiters, in the order of its sends.
+fn events_of(batch: Vec<Entry>) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    // (tenant, window) → the index of its open event and the bytes in it.
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    for e in batch {
+        let size = bytes_of(&e.sent);
+        let slot = open.iter_mut().find(|(i, bytes)| {
+            let (tenant, r, _) = &groups[*i];
+            *tenant == e.tenant && r.window == e.window && r.sends.len() < MAX_SENDS && bytes + size <= MAX_BYTES
+        });
+        let index = match slot {
+            Some((i, bytes)) => {
+                *bytes += size;
+                *i
+            }
+            None => {
+                // A full event of this (tenant, window) is replaced by the next.
+                open.retain(|(i, _)| !(groups[*i].0 == e.tenant && groups[*i].1.window == e.window));
+                groups.push((e.tenant.clone(), SendsRecorded { window: e.window, sends: Vec::new() }, Vec::new()));
+                open.push((groups.len() - 1, size));
+                groups.len() - 1
+            }
+        };
+        groups[index].1.sends.push(*e.sent);
+        groups[index].2.push(e.done);
+    }
+    groups
+}
+
+/// About what a send adds to an event: its free-length texts and the fixed rest.
+fn bytes_of(sent: &SignalSent) -> usize {
+    sent.payload.len() + sent.from.len() + sent.to.len() + sent.signal_type.len() + 400
+}
+
+/// The same answer for each waiter of one append (`bus::Error` holds a non-cloneable SQLite
+/// error only in the embedded log, where it means the append failed: nothing was accepted).
+fn copy(e: &bus::Error) -> bus::Error {
+    use bus::Error as E;
+    match e {
+        E::Domain(d) => E::Domain(d.clone()),
+        E::Conflict { subject, expected, found } => {
+            E::Conflict { subject: subject.clone(), expected: *expected, found: *found }
+        }
+        E::Indeterminate(s) => E::Indeterminate(s.clone()),
+        E::Rejected(s) => E::Rejected(s.clone()),
+        E::Config(s) => E::Config(s.clone()),
+        E::TooLate => E::TooLate,
+        other => E::Unavailable(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bus::catalog::{Category, DeliveryClass};
+    use bus::event::{PublishPath, RecipientState};
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn entry(tenant: &str, window: u64, payload_bytes: usize) -> (Entry, oneshot::Receiver<Answer>) {
+        let (done, rx) = oneshot::channel();
+        let now = Utc::now();
+        let sent = SignalSent {
+            signal_id: Uuid::now_v7(),
+            from: "alice".into(),
+            to: "bob".into(),
+            signal_type: "StatusUpdate".into(),
+            category: Category::Task,
+            priority: 1,
+            payload: "x".repeat(payload_bytes),
+            delivery_class: DeliveryClass::Async,
+            created_at: now,
+            expires_at: now + chrono::Duration::hours(1),
+            recipient_state: RecipientState::NotAvailableOffline,
+            publish_path: PublishPath::QueuedOffline,
+            correlation_id: None,
+            dedupe_key: None,
+            redacted: vec![],
+            resolved_to_session: None,
+            pushed_to: None,
+            fanout_id: None,
+            deliver_at: None,
+        };
+        (Entry { tenant: tenant.into(), window, sent: Box::new(sent), handed_in: Instant::now(), done }, rx)
+    }
+
+    fn shape(groups: &[Group]) -> Vec<(String, u64, usize)> {
+        groups
+            .iter()
+            .map(|(t, r, w)| {
+                assert_eq!(r.sends.len(), w.len(), "one waiter per send");
+                (t.clone(), r.window, r.sends.len())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_is_one_event_per_tenant_and_window_in_the_order_each_first_appears() {
+        let (a, _) = entry("t1", 7, 10);
+        let (b, _) = entry("t2", 7, 10);
+        let (c, _) = entry("t1", 8, 10);
+        let (d, _) = entry("t1", 7, 10);
+        let ids: Vec<Uuid> = [&a, &b, &c, &d].iter().map(|e| e.sent.signal_id).collect();
+        let groups = events_of(vec![a, b, c, d]);
+        assert_eq!(shape(&groups), [("t1".into(), 7, 2), ("t2".into(), 7, 1), ("t1".into(), 8, 1)]);
+        let first: Vec<Uuid> = groups[0].1.sends.iter().map(|s| s.signal_id).collect();
+        assert_eq!(first, [ids[0], ids[3]]);
+    }
+
+    #[test]
+    fn an_event_past_its_limits_is_followed_by_another_and_no_send_is_split() {
+        let mut batch = Vec::new();
+        for _ in 0..MAX_SENDS + 1 {
+            batch.push(entry("t1", 1, 1).0);
+        }
+        batch.push(entry("t1", 2, MAX_BYTES).0); // alone over the byte limit: an event of its own
+        batch.push(entry("t1", 2, 10).0);
+        let groups = events_of(batch);
+        assert_eq!(
+            shape(&groups),
+            [("t1".into(), 1, MAX_SENDS), ("t1".into(), 1, 1), ("t1".into(), 2, 1), ("t1".into(), 2, 1)]
+        );
+    }
+}
