@@ -43,8 +43,10 @@ pub const MAX_QUEUED: Duration = Duration::from_secs(5);
 /// How long the next batch waits for the append in flight: far longer than a healthy append
 /// (a millisecond or two flat out), far shorter than a send's patience.
 pub const STALL: Duration = Duration::from_millis(10);
-/// Appends in flight at most (only a stalled stream has more than one).
-pub const MAX_IN_FLIGHT: usize = 64;
+/// Appends in flight at most (only a stalled stream has more than one): a new one every
+/// `STALL`, so ten seconds of a stalled stream — longer than an append's acceptance window, after
+/// which the oldest give up and make room — before a send waits for room at all.
+pub const MAX_IN_FLIGHT: usize = 1000;
 
 type Answer = Result<(u64, Box<SignalSent>), bus::Error>;
 

@@ -278,7 +278,7 @@ async fn gathered_sends_fold_as_each_alone_on_an_empty_subject(env: Env) {
     let at = |s: i64| t0 + Duration::seconds(s);
     let (a, b, c) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
     let bob_s = Uuid::new_v4();
-    let body = |e: Event| match e.body {
+    let body = |e: bus::event::Event| match e.body {
         EventBody::SignalSent(s) => *s,
         _ => unreachable!(),
     };
