@@ -13,15 +13,17 @@ use uuid::Uuid;
 
 use crate::agent::{AgentCommand, AgentState};
 use crate::error::{DomainError, Error, Refusal, Result};
-use crate::event::{send_window, Entity, Event, EventBody, SignalSent};
+use crate::event::{Entity, Event, EventBody, SignalSent};
 use crate::fold::Fold;
-use crate::log::{Appended, Expect, SharedLog, Stored};
+use crate::log::{Appended, Expect, SharedLog};
 use crate::metrics;
 use crate::send::SendDecision;
 use crate::signal::{decide, decide_hinted, Hint, SignalCommand, SignalState};
 
 mod directives;
+mod gathered;
 pub use directives::{DirectiveExecuted, LifecycleSent};
+use gathered::folded;
 
 /// How many times a command is re-decided after losing a compare-and-set before giving up.
 /// Each loss means someone else changed the signal, and a signal has at most a handful of
@@ -106,30 +108,6 @@ impl SignalStore {
             return Ok(folded(Some(sent), self.log.read_subject_after(&subject, gathered_at).await?));
         }
         Ok(folded(None, self.log.read_subject(&subject).await?))
-    }
-
-    /// The send of `signal_id` in its tenant's send window, with the sequence of the
-    /// `sends.recorded` holding it. A void copy (stored too late) holds nothing.
-    async fn find_gathered(
-        &self,
-        tenant: &str,
-        signal_id: Uuid,
-        born: DateTime<Utc>,
-    ) -> Result<Option<(u64, SignalSent)>> {
-        let Some(window) = send_window(signal_id) else { return Ok(None) };
-        let subject = self.log.subjects().of(tenant, Entity::Sends(window));
-        let find = |stored: Vec<Stored>| {
-            stored.into_iter().find_map(|s| match s.event.body {
-                EventBody::SendsRecorded(r) => {
-                    r.sends.into_iter().find(|sent| sent.signal_id == signal_id).map(|sent| (s.seq, sent))
-                }
-                _ => None,
-            })
-        };
-        if let Some(found) = find(self.log.read_subject_born(&subject, born).await?) {
-            return Ok(Some(found));
-        }
-        Ok(find(self.log.read_subject(&subject).await?))
     }
 
     /// Decides `command` against the stream's current state and appends the result with a
@@ -328,18 +306,6 @@ impl SignalStore {
         }
         Err(Error::Unavailable(format!("token {token_id} is too contended")))
     }
-}
-
-/// A signal's state from its gathered send, if any, and the events on its subject; with the
-/// newest sequence on the subject (0: none there).
-fn folded(gathered: Option<SignalSent>, stored: Vec<Stored>) -> (SignalState, u64) {
-    let last = stored.last().map_or(0, |s| s.seq);
-    let mut state = gathered
-        .map_or_else(SignalState::default, |sent| SignalState::from_event(EventBody::SignalSent(Box::new(sent))));
-    for s in stored {
-        state.apply(&s.event.body);
-    }
-    (state, last)
 }
 
 /// When a signal was made, if its id says (a v7 id's first 48 bits are its unix milliseconds;
