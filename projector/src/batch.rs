@@ -222,12 +222,10 @@ impl Batch {
                 })
             };
             match &ev.body {
-                // Gathered sends fold as each alone would, but live on no signal's subject: the
-                // newest sequence of each one's subject (a compare-and-set's) is 0 until its next
-                // event.
+                // Gathered sends fold as each alone would, on a subject still empty (`sends_at`).
                 EventBody::SignalSent(_) | EventBody::SendsRecorded(_) => {
-                    let own_seq = if matches!(ev.body, EventBody::SignalSent(_)) { seq } else { 0 };
-                    for s in ev.body.sent_signals() {
+                    for (s, own_seq) in ev.body.sends_at(stored.seq) {
+                        let own_seq = own_seq as i64;
                         let payload = json_text(&s.payload);
                         if let Some(reason) = unstorable_sent(s, &payload) {
                             // One dead letter per event; the rest of a gathered event still folds.

@@ -141,8 +141,7 @@ impl Timers {
             // A send that recorded its push is delivered already: no timer. A gathered send's
             // subject is empty until its next event: its expiry expects exactly that.
             EventBody::SignalSent(_) | EventBody::SendsRecorded(_) => {
-                let last_seq = if matches!(event.body, EventBody::SignalSent(_)) { seq } else { 0 };
-                for sent in event.body.sent_signals().filter(|s| s.pushed_to.is_none()) {
+                for (sent, last_seq) in event.body.sends_at(seq).filter(|(s, _)| s.pushed_to.is_none()) {
                     let pending = Pending {
                         signal_type: sent.signal_type.clone(),
                         expires_at: sent.expires_at,

@@ -54,6 +54,14 @@ impl EventBody {
         };
         sends.iter()
     }
+
+    /// `sent_signals` of this event stored at `seq`, each with the newest sequence on its
+    /// signal's subject after it — the first compare-and-set's expectation: `seq` for a
+    /// `signal.sent` (stored there), 0 for a gathered send (its subject is still empty).
+    pub fn sends_at(&self, seq: u64) -> impl Iterator<Item = (&SignalSent, u64)> {
+        let on_subject = if matches!(self, EventBody::SendsRecorded(_)) { 0 } else { seq };
+        self.sent_signals().map(move |sent| (sent, on_subject))
+    }
 }
 
 #[cfg(test)]

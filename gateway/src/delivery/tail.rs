@@ -127,11 +127,10 @@ impl Tail {
             EventBody::AgentRemoved(r) => {
                 self.hub.close_identity(&event.tenant, &r.identity, CloseReason::AgentRemoved);
             }
-            EventBody::SignalSent(sent) => self.on_sent(&event.tenant, sent, stored.seq, stored.seq),
-            // Gathered sends: each as if stored alone, on a subject that is still empty.
-            EventBody::SendsRecorded(r) => {
-                for sent in &r.sends {
-                    self.on_sent(&event.tenant, sent, stored.seq, 0);
+            // Gathered sends each as if stored alone, on a subject that is still empty.
+            EventBody::SignalSent(_) | EventBody::SendsRecorded(_) => {
+                for (sent, last_seq) in event.body.sends_at(stored.seq) {
+                    self.on_sent(&event.tenant, sent, stored.seq, last_seq);
                 }
             }
             EventBody::SignalReleased(r) => {
