@@ -26,11 +26,10 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
     if args.url.is_some() || args.embedded {
         bail!("projector measures JetStream → PostgreSQL on its own backends; no --url or --embedded");
     }
-    let n = args.count;
     let b = Backends::start(false, args.nats).await?;
     let t = Instant::now();
     let mix = args.mix.unwrap_or(Mix::Throughput);
-    prefill(&b.log, n, mix, args.append_concurrency).await?;
+    let n = prefill(&b.log, args.count, mix, args.append_concurrency).await?;
     let append = t.elapsed();
     let last = b.log.last_seq().await?;
     eprintln!("bench: appended {n} events in {append:?}; projecting them live");
@@ -59,12 +58,13 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
     let db = TestDb::create().await;
     let models = ReadModels::postgres(db.url()).await.context("rebuild read models")?;
     let report = projector::rebuild(&b.log, &models).await.context("rebuild")?;
-    let rebuild_eps = report.events_per_second();
+    let rebuild_eps = n as f64 / report.elapsed.as_secs_f64().max(1e-9);
     let live_ratio = round(live_eps / rebuild_eps.max(1e-9), 3);
 
     let stats = BatchStats::of(&samples);
     let results = json!({
         "events": n,
+        "stream_messages": last,
         "mix": format!("{mix:?}").to_lowercase(),
         "max_batch": max_batch,
         "append_events_per_s": per_sec(n as u64, append),

@@ -1,20 +1,22 @@
 //! The `throughput` scenario's events as the stream holds them (`bench throughput`: M senders →
 //! N recipients, one WebSocket session each, every send pushed at once and recorded in its
 //! `signal.sent`, the recipients' acks appended in `signals.acked` batches a few hundred events
-//! later) — what the live projector folds while back-pressure waits on it.
+//! later) — what the live projector folds while back-pressure waits on it. `Flow::gathered`
+//! records them as a flat-out gateway does: the sends of one append in one `sends.recorded`, the
+//! acks handed in meanwhile in one `acks.recorded`.
 //!
 //! Deliberately deterministic for a seed and free of the mixed workload's churn (registrations,
 //! session opens and closes, expiries, recalls): `workload.rs` covers the rules, this the rate.
 
 use std::collections::VecDeque;
 
-use bus::event::{Event, EventBody};
+use bus::event::{send_window, AcksRecorded, Event, EventBody, SendsRecorded, SignalSent, SignalsAcked};
 use chrono::{DateTime, Duration, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use uuid::Uuid;
 
-use super::{acks, heartbeat, opened, registered, sent_pushed};
+use super::{acks, ev, heartbeat, opened, registered, sent_pushed};
 
 /// Signals a recipient acks in one `signals.acked` (the bench's ~1.1 events per signal).
 const ACK_BATCH: usize = 10;
@@ -36,14 +38,27 @@ pub struct Flow {
     clock: DateTime<Utc>,
     senders: Vec<String>,
     recipients: Vec<Recipient>,
-    /// Events emitted so far.
+    /// Logical events so far (each gathered send or ack batch counts as one).
     n: u64,
     out: VecDeque<Event>,
+    /// Sends per `sends.recorded` (1: each its own `signal.sent`), and what waits to be gathered.
+    gather: usize,
+    sends: Vec<SignalSent>,
+    acks: Vec<SignalsAcked>,
 }
 
 impl Flow {
     pub fn new(seed: u64, senders: usize, recipients: usize) -> Self {
+        Flow::gathered(seed, senders, recipients, 1)
+    }
+
+    /// The same flow with `per_message` sends gathered into each `sends.recorded` (and the acks
+    /// of that stretch into one `acks.recorded`), as the gateway records them flat out.
+    pub fn gathered(seed: u64, senders: usize, recipients: usize, per_message: usize) -> Self {
         Flow {
+            gather: per_message.max(1),
+            sends: Vec::new(),
+            acks: Vec::new(),
             rng: StdRng::seed_from_u64(seed),
             // In the past, as in `workload.rs`: heartbeats are stale whenever tables are compared.
             clock: Utc::now() - Duration::hours(3),
@@ -60,7 +75,7 @@ impl Flow {
         }
     }
 
-    /// The next `n` events.
+    /// The next `n` events (stream messages: a gathered one holds several logical events).
     pub fn events(&mut self, n: usize) -> Vec<Event> {
         if self.n == 0 {
             self.start();
@@ -73,7 +88,28 @@ impl Flow {
 
     fn push(&mut self, e: Event) {
         self.n += 1;
-        self.out.push_back(e);
+        if self.gather == 1 {
+            self.out.push_back(e);
+            return;
+        }
+        let at = e.occurred_at;
+        match e.body {
+            EventBody::SignalSent(s) => self.sends.push(*s),
+            EventBody::SignalsAcked(a) => self.acks.push(a),
+            _ => {
+                self.out.push_back(e);
+                return;
+            }
+        }
+        if self.sends.len() >= self.gather {
+            let sends = std::mem::take(&mut self.sends);
+            let window = send_window(sends[0].signal_id).unwrap_or(0);
+            self.out.push_back(ev(at, EventBody::SendsRecorded(SendsRecorded { window, sends })));
+            if !self.acks.is_empty() {
+                let acks = std::mem::take(&mut self.acks);
+                self.out.push_back(ev(at, EventBody::AcksRecorded(AcksRecorded { acks })));
+            }
+        }
     }
 
     fn start(&mut self) {

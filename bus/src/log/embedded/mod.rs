@@ -3,12 +3,13 @@
 //!
 //! Appends go to one writer task that group-commits them (`writer.rs`); reads go to a separate
 //! pool of read-only connections, which WAL mode lets run alongside the writer; `tail` follows
-//! commits (`tail.rs`). Deliberately does not replicate, compact or expire events: the log is
+//! commits (`tail.rs`), from the writer's ring of newest events while it holds them (`recent.rs`). Deliberately does not replicate, compact or expire events: the log is
 //! the only truth the read models are rebuilt from, so it keeps everything. It is meant for one
 //! process; a second handle or process may still write the same file safely (tails then see its
 //! events on their next poll rather than at once).
 
 mod reads;
+mod recent;
 mod tail;
 mod writer;
 
@@ -34,6 +35,7 @@ use crate::event::{Event, Subjects};
 use crate::log::{Appended, EventLog, Expect, Stored};
 
 use reads::{decode_row, read_error, read_from};
+use recent::Recent;
 use writer::{closed, AppendRequest, Command, Stats, Writer};
 
 /// The file inside the data dir.
@@ -80,6 +82,7 @@ struct Inner {
     commands: mpsc::Sender<Command>,
     readers: SqlitePool,
     committed: watch::Receiver<u64>,
+    recent: Arc<Recent>,
     stats: Arc<Stats>,
     /// One process owns the data dir: every node not heard in this process is dead.
     nodes: crate::log::nodes::NodeBook,
@@ -118,7 +121,8 @@ impl EmbeddedLog {
         let (commands, rx) = mpsc::channel(QUEUE);
         let (committed_tx, committed) = watch::channel(last_seq as u64);
         let stats = Arc::new(Stats::default());
-        tokio::spawn(Writer { conn, rx, committed: committed_tx, stats: stats.clone() }.run());
+        let recent = Arc::new(Recent::default());
+        tokio::spawn(Writer { conn, rx, committed: committed_tx, recent: recent.clone(), stats: stats.clone() }.run());
 
         info!(path = %path.display(), last_seq, "embedded event log opened");
         Ok(EmbeddedLog {
@@ -128,6 +132,7 @@ impl EmbeddedLog {
                 commands,
                 readers,
                 committed,
+                recent,
                 stats,
                 nodes: crate::log::nodes::NodeBook::new(true),
             }),
@@ -169,7 +174,9 @@ impl EventLog for EmbeddedLog {
         let subject = self.inner.subjects.for_event(event);
         let (reply, answer) = oneshot::channel();
         let store_by = crate::acceptance::store_by(&event.body);
-        let req = AppendRequest { event_id: event.event_id, subject, body, expect, store_by, reply };
+        let event_id = event.event_id;
+        let req =
+            AppendRequest { event_id, subject, body, event: Some(Box::new(event.clone())), expect, store_by, reply };
         self.inner.commands.send(Command::Append(req)).await.map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
     }
@@ -197,7 +204,8 @@ impl EventLog for EmbeddedLog {
     }
 
     async fn tail(&self, from_seq: u64) -> Result<BoxStream<'static, Result<Arc<Stored>>>> {
-        Ok(tail::follow(self.inner.readers.clone(), self.inner.committed.clone(), from_seq))
+        let i = &self.inner;
+        Ok(tail::follow(i.readers.clone(), i.committed.clone(), i.recent.clone(), from_seq))
     }
 
     async fn last_seq(&self) -> Result<u64> {

@@ -15,7 +15,10 @@ use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::log::{Appended, Expect};
+use crate::event::Event;
+use crate::log::{Appended, Expect, Stored};
+
+use super::recent::Recent;
 
 /// Most appends committed in one transaction. Bounds the time a batch holds the write lock and
 /// the memory of one batch; under load batches fill up to this and throughput is fsync-bound.
@@ -34,6 +37,8 @@ pub(super) struct AppendRequest {
     pub event_id: Uuid,
     pub subject: String,
     pub body: Vec<u8>,
+    /// The event `body` was encoded from, moved to the tails once stored (`recent.rs`).
+    pub event: Option<Box<Event>>,
     pub expect: Expect,
     /// The event's own deadline (`acceptance::store_by`): committed at or after it, it would not
     /// count, so it is refused instead (`Error::TooLate`).
@@ -66,6 +71,8 @@ pub(super) struct Writer {
     pub rx: mpsc::Receiver<Command>,
     /// The newest committed sequence, published after each commit for the tails.
     pub committed: watch::Sender<u64>,
+    /// The newest committed events, for this process's tails.
+    pub recent: Arc<Recent>,
     pub stats: Arc<Stats>,
 }
 
@@ -102,13 +109,19 @@ impl Writer {
         }
     }
 
-    async fn commit_batch(&mut self, batch: Vec<AppendRequest>) {
+    async fn commit_batch(&mut self, mut batch: Vec<AppendRequest>) {
         match self.try_commit(&batch).await {
             Ok((outcomes, last_seq)) => {
                 let stored = outcomes.iter().filter(|o| matches!(o, Ok(a) if !a.duplicate)).count();
                 self.stats.transactions.fetch_add(1, Ordering::Relaxed);
                 self.stats.appends.fetch_add(stored as u64, Ordering::Relaxed);
                 debug!(batch = batch.len(), stored, last_seq, "group commit");
+                // Kept for the tails before the new sequence is published, so a tail woken by
+                // it finds the events in the ring.
+                self.recent.push(batch.iter_mut().zip(&outcomes).filter_map(|(req, outcome)| match outcome {
+                    Ok(a) if !a.duplicate => for_tails(a.seq, req),
+                    _ => None,
+                }));
                 // Published before anyone is answered, so a caller that appends and then tails
                 // or reads always finds its own event.
                 self.committed.send_if_modified(|seen| {
@@ -206,6 +219,12 @@ impl Writer {
             "embedded event log writer stopped"
         );
     }
+}
+
+/// What a tail reads for a stored request: its sequence, subject and event, and its size.
+fn for_tails(seq: u64, req: &mut AppendRequest) -> Option<(Arc<Stored>, usize)> {
+    let stored = Stored { seq, subject: req.subject.clone(), event: *req.event.take()? };
+    Some((Arc::new(stored), req.body.len()))
 }
 
 /// Which of the batch's event ids are already stored, and under which sequence.
