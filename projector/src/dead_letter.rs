@@ -58,6 +58,21 @@ pub(crate) enum Entry {
     Dead(DeadLetter),
 }
 
+impl Entry {
+    /// The events this entry stands for in a batch's size: a gathered event's entries (sends or
+    /// ack batches), one otherwise.
+    pub(crate) fn weight(&self) -> usize {
+        match self {
+            Entry::Event(stored) => match &stored.event.body {
+                bus::event::EventBody::SendsRecorded(r) => r.sends.len().max(1),
+                bus::event::EventBody::AcksRecorded(r) => r.acks.len().max(1),
+                _ => 1,
+            },
+            Entry::Dead(_) => 1,
+        }
+    }
+}
+
 /// What `Batch::fold` reads: plain events (`ReadModels::apply_stored`) or entries.
 pub(crate) trait AsEntry: Sync {
     fn entry(&self) -> std::result::Result<&Stored, &DeadLetter>;

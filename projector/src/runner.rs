@@ -1,5 +1,6 @@
 //! `Projector`: waits for the projector lease, then follows the stream from the checkpoint,
-//! closes a batch at `max_batch` events or `max_wait` after its first event occurred (at least
+//! closes a batch at `max_batch` events (a gathered event counts as its entries) or `max_wait`
+//! after its first event occurred (at least
 //! `MIN_WAIT` after this loop read it: `batch_deadline`), and applies it with
 //! its checkpoint in one transaction; refreshes `recipient_state` against the clock, reports lag
 //! and checks the lease every `refresh_every`.
@@ -36,7 +37,8 @@ use crate::models::{ReadModels, DEFAULT_STALE_AFTER};
 pub struct ProjectorConfig {
     /// Heartbeat age past which a session stops counting as live (CONTRACT §2).
     pub stale_after: Duration,
-    /// A batch closes at this many events...
+    /// A batch closes at this many events, a gathered `sends.recorded` or `acks.recorded`
+    /// counting as its entries (so a catch-up transaction holds as many signals either way)...
     pub max_batch: usize,
     /// ...or this long after its first event, whichever comes first.
     pub max_wait: Duration,
@@ -184,9 +186,14 @@ impl Projector {
             };
             pending.push(next_entry(first)?);
             let deadline = batch_deadline(&pending[0], self.config.max_wait);
-            while pending.len() < self.config.max_batch {
+            let mut weight = pending[0].weight();
+            while weight < self.config.max_batch {
                 match tokio::time::timeout_at(deadline, stream.next()).await {
-                    Ok(item) => pending.push(next_entry(item)?),
+                    Ok(item) => {
+                        let entry = next_entry(item)?;
+                        weight += entry.weight();
+                        pending.push(entry);
+                    }
                     Err(_) => break,
                 }
             }
