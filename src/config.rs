@@ -23,6 +23,8 @@ use serde::Deserialize;
 
 use crate::cli::{LogFormat, ServerArgs};
 
+mod embedded;
+
 /// The commented full file `signalbus config default` prints.
 pub const DEFAULT_FILE: &str = include_str!("config.default.toml");
 
@@ -39,6 +41,8 @@ struct ConfigFile {
     directives: Directives,
     #[serde(default)]
     auth: Auth,
+    #[serde(default)]
+    embedded: embedded::Embedded,
 }
 
 /// `[auth]`: JWT bearer tokens (CONTRACT §17, `docs/jwt.md`). No key set: no JWT is accepted.
@@ -171,6 +175,8 @@ pub struct Config {
     /// `[auth]`: the JWT settings, `None` when no `jwt_*` key is set. `jwt_verifier` builds the
     /// verifier (reading the JWKS file), in the roles that serve the gateway only.
     pub jwt: Option<JwtSettings>,
+    /// `[embedded] sync`: when the embedded log's answered appends are on the disk.
+    pub embedded_durability: bus::log::embedded::Durability,
     /// The config file as named in errors (empty without one).
     shown: String,
 }
@@ -231,7 +237,7 @@ pub fn resolve(mut args: ServerArgs, matches: &ArgMatches) -> anyhow::Result<(Se
         args.tls_cert.is_some() == args.tls_key.is_some(),
         "TLS needs both a certificate and its key (--tls-cert and --tls-key, or tls_cert and tls_key)"
     );
-    let config = build(file.types, file.limits, file.directives, file.auth, &shown)?;
+    let config = build(file.types, file.limits, file.directives, file.auth, file.embedded, &shown)?;
     Ok((args, config))
 }
 
@@ -262,7 +268,7 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
         "invalid config {shown}: server.nats_url and server.database_url go together (or neither, embedded)"
     );
     // The JWT verifier too, so a JWKS file that would fail the start fails the check.
-    build(file.types, file.limits, file.directives, file.auth, &shown)?.jwt_verifier()?;
+    build(file.types, file.limits, file.directives, file.auth, file.embedded, &shown)?.jwt_verifier()?;
     Ok(())
 }
 
@@ -272,12 +278,12 @@ fn read(path: Option<&Path>) -> anyhow::Result<ConfigFile> {
     toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))
 }
 
-/// Only the `[types]`, `[limits]`, `[directives]` and `[auth]` of a file (or the defaults without one).
+/// Only the `[types]`, `[limits]`, `[directives]`, `[auth]` and `[embedded]` of a file (or the defaults without one).
 #[cfg(test)]
 pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
     let file = read(path)?;
     let shown = path.map(|p| p.display().to_string()).unwrap_or_default();
-    build(file.types, file.limits, file.directives, file.auth, &shown)
+    build(file.types, file.limits, file.directives, file.auth, file.embedded, &shown)
 }
 
 fn build(
@@ -285,6 +291,7 @@ fn build(
     limits: Limits,
     directives: Directives,
     auth: Auth,
+    embedded: embedded::Embedded,
     shown: &str,
 ) -> anyhow::Result<Config> {
     let file = ConfigFile { types, limits, directives, ..Default::default() };
@@ -347,6 +354,7 @@ fn build(
         directive_default_deadline,
         max_fanout,
         jwt: auth.jwt(),
+        embedded_durability: embedded.durability(shown)?,
         shown: shown.to_string(),
     })
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use axum::Router;
+use bus::log::embedded::Durability;
 use bus::log::SharedLog;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -44,10 +45,10 @@ impl Mode {
     }
 }
 
-pub async fn open_log(mode: &Mode, args: &ServerArgs) -> anyhow::Result<SharedLog> {
+pub async fn open_log(mode: &Mode, args: &ServerArgs, durability: Durability) -> anyhow::Result<SharedLog> {
     Ok(match mode {
         Mode::Embedded => {
-            let log = bus::log::embedded::EmbeddedLog::open(&args.data_dir)
+            let log = bus::log::embedded::EmbeddedLog::open_with(&args.data_dir, durability)
                 .await
                 .with_context(|| format!("cannot open the embedded event log in {}", args.data_dir.display()))?;
             Arc::new(log)
@@ -113,7 +114,7 @@ pub async fn run(roles: Roles, (args, config_file): (ServerArgs, config::Config)
         matches!(roles, Roles::All | Roles::Sweeper),
         &types,
     );
-    let log = open_log(&mode, &args).await?;
+    let log = open_log(&mode, &args, config_file.embedded_durability).await?;
     let models = open_models(&mode, &args.data_dir).await?;
     let queries: Arc<dyn projector::queries::Queries> = Arc::new(models.clone());
     let cancel = CancellationToken::new();

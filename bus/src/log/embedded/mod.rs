@@ -8,6 +8,7 @@
 //! process; a second handle or process may still write the same file safely (tails then see its
 //! events on their next poll rather than at once).
 
+mod durability;
 mod reads;
 mod recent;
 mod tail;
@@ -24,7 +25,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{ConnectOptions, Executor, Row, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::info;
@@ -34,6 +35,8 @@ use crate::error::{Error, Result};
 use crate::event::{Event, Subjects};
 use crate::log::{Appended, EventLog, Expect, Stored};
 
+pub use durability::Durability;
+use durability::WalSync;
 use reads::{decode_row, read_error, read_from};
 use recent::Recent;
 use writer::{closed, AppendRequest, Command, Stats, Writer};
@@ -89,8 +92,14 @@ struct Inner {
 }
 
 impl EmbeddedLog {
-    /// Opens (creating if needed) `<data_dir>/events.sqlite` and starts the writer task.
+    /// Opens (creating if needed) `<data_dir>/events.sqlite` and starts the writer task, with
+    /// the default `Durability`.
     pub async fn open(data_dir: &Path) -> Result<EmbeddedLog> {
+        EmbeddedLog::open_with(data_dir, Durability::default()).await
+    }
+
+    /// `open`, with answered appends on the disk as `durability` says.
+    pub async fn open_with(data_dir: &Path, durability: Durability) -> Result<EmbeddedLog> {
         crate::files::private_dir(data_dir)
             .map_err(|e| Error::Unavailable(format!("cannot create data dir {}: {e}", data_dir.display())))?;
         let path = data_dir.join(FILE_NAME);
@@ -104,9 +113,9 @@ impl EmbeddedLog {
             .clone()
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            // FULL: in WAL mode this is one fsync per commit, i.e. per batch, so an answered
-            // append survives power loss; group commit is what makes that affordable.
-            .synchronous(SqliteSynchronous::Full)
+            // FULL: in WAL mode one fsync per commit, i.e. per batch; NORMAL: none, and
+            // `WalSync` bounds how long a commit waits for one (`durability.rs`).
+            .synchronous(durability.synchronous())
             // A batch's multi-row INSERT keeps its statement journal in memory, not a temp file.
             .pragma("temp_store", "memory");
         let (conn, last_seq) = prepare_writer(writer).await?;
@@ -122,9 +131,12 @@ impl EmbeddedLog {
         let (committed_tx, committed) = watch::channel(last_seq as u64);
         let stats = Arc::new(Stats::default());
         let recent = Arc::new(Recent::default());
-        tokio::spawn(Writer { conn, rx, committed: committed_tx, recent: recent.clone(), stats: stats.clone() }.run());
+        let wal_sync = WalSync::new(&path, durability);
+        let writer =
+            Writer { conn, rx, committed: committed_tx, recent: recent.clone(), stats: stats.clone(), wal_sync };
+        tokio::spawn(writer.run());
 
-        info!(path = %path.display(), last_seq, "embedded event log opened");
+        info!(path = %path.display(), last_seq, ?durability, "embedded event log opened");
         Ok(EmbeddedLog {
             inner: Arc::new(Inner {
                 subjects: Subjects::new(PREFIX),

@@ -13,7 +13,7 @@ use tempfile::TempDir;
 use uuid::Uuid;
 
 use super::writer::{AppendRequest, Command};
-use super::EmbeddedLog;
+use super::{Durability, EmbeddedLog};
 use crate::error::Error;
 use crate::event::{Entity, Event, EventBody, SessionHeartbeat};
 use crate::log::{Appended, EventLog, Expect};
@@ -237,6 +237,24 @@ async fn tail_yields_stored_then_new_events_without_gaps() {
     log.close().await;
     assert!(matches!(from_start.next().await, Some(Err(Error::Unavailable(_)))));
     assert!(from_start.next().await.is_none());
+}
+
+#[tokio::test]
+async fn both_durabilities_store_and_keep_what_they_answered() {
+    for durability in [Durability::EveryCommit, Durability::Within(Duration::from_millis(20))] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EmbeddedLog::open_with(dir.path(), durability).await.unwrap();
+        for seq in 1..=3 {
+            assert_eq!(log.append(&heartbeat(Uuid::new_v4()), Expect::Any).await.unwrap(), fresh(seq));
+        }
+        // Idle past the bound: the writer syncs on its own, and keeps taking appends after.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert_eq!(log.append(&heartbeat(Uuid::new_v4()), Expect::Any).await.unwrap(), fresh(4));
+        log.close().await;
+        let reopened = EmbeddedLog::open(dir.path()).await.unwrap();
+        assert_eq!(reopened.last_seq().await.unwrap(), 4, "{durability:?}");
+        reopened.close().await;
+    }
 }
 
 #[tokio::test]

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::log::{Appended, Expect, Stored};
 
+use super::durability::WalSync;
 use super::recent::Recent;
 
 /// Most appends committed in one transaction. Bounds the time a batch holds the write lock and
@@ -74,6 +75,8 @@ pub(super) struct Writer {
     /// The newest committed events, for this process's tails.
     pub recent: Arc<Recent>,
     pub stats: Arc<Stats>,
+    /// Syncs what was committed without a flush of its own (`Durability::Within`).
+    pub wal_sync: WalSync,
 }
 
 impl Writer {
@@ -82,7 +85,17 @@ impl Writer {
         let closers = loop {
             // `recv_many` waits for one command and then takes whatever else is already queued:
             // requests that arrived while the previous batch was committing form the next batch.
-            if self.rx.recv_many(&mut queued, MAX_BATCH).await == 0 {
+            let received = match self.wal_sync.deadline() {
+                None => self.rx.recv_many(&mut queued, MAX_BATCH).await,
+                Some(due) => match tokio::time::timeout_at(due, self.rx.recv_many(&mut queued, MAX_BATCH)).await {
+                    Ok(received) => received,
+                    Err(_) => {
+                        self.wal_sync.sync(); // idle with commits not yet on the disk
+                        continue;
+                    }
+                },
+            };
+            if received == 0 {
                 break Vec::new(); // every handle dropped without `close`
             }
             let mut batch = Vec::with_capacity(queued.len());
@@ -132,6 +145,7 @@ impl Writer {
                 for (req, outcome) in batch.into_iter().zip(outcomes) {
                     let _ = req.reply.send(outcome);
                 }
+                self.wal_sync.committed();
             }
             Err(e) => {
                 // The transaction rolled back: nothing of this batch is stored, so every caller
