@@ -337,3 +337,44 @@ async fn embedded_after_ctrl_c_and_restart_no_session_is_available() {
     .await;
     assert!(closed.is_some(), "the killed process's session still looks available after a restart");
 }
+
+/// The embedded log answers a send once its commit is in the file (the kernel's cache), and
+/// fsyncs within a second by default (`[embedded] sync`): killing the process right after the
+/// answers must lose none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_killed_with_sigkill_keeps_every_send_it_answered() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut bus = spawn("serve", &[], dir.path());
+    wait_ready(&mut bus).await;
+    let alice = register(&bus.base, "alice").await;
+    let bob = register(&bus.base, "bob").await;
+    // Bob is offline: every send is queued, and each answer is the only record of it.
+    let sends = (0..200).map(|n| {
+        let (base, alice) = (bus.base.clone(), alice.clone());
+        async move {
+            let body = json!({"to": "bob", "type": "StatusUpdate", "payload": {"n": n}});
+            post(&base, &alice, "/v1/signals", body).await
+        }
+    });
+    let answered: Vec<String> = futures::stream::iter(sends)
+        .buffer_unordered(16)
+        .filter_map(|(status, body)| async move {
+            (status == 200).then(|| body["signal_id"].as_str().expect("an accepted send names its id").to_string())
+        })
+        .collect()
+        .await;
+    assert_eq!(answered.len(), 200, "every send to an offline agent is queued");
+    bus.signal("KILL");
+    let _ = bus.exited_within(Duration::from_secs(5)).await;
+
+    let mut bus = spawn_on("serve", &[], dir.path(), port_of(&bus));
+    wait_ready(&mut bus).await;
+    for id in &answered {
+        let found = eventually(Duration::from_secs(10), || async {
+            get(&bus.base, &bob, &format!("/v1/signals/{id}")).await.0 == 200
+        })
+        .await;
+        assert!(found.is_some(), "signal {id} was answered before the kill and is gone after it");
+    }
+}
