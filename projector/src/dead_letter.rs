@@ -63,11 +63,7 @@ impl Entry {
     /// ack batches), one otherwise.
     pub(crate) fn weight(&self) -> usize {
         match self {
-            Entry::Event(stored) => match &stored.event.body {
-                bus::event::EventBody::SendsRecorded(r) => r.sends.len().max(1),
-                bus::event::EventBody::AcksRecorded(r) => r.acks.len().max(1),
-                _ => 1,
-            },
+            Entry::Event(stored) => stored.event.body.entries(),
             Entry::Dead(_) => 1,
         }
     }

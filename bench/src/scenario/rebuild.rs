@@ -103,7 +103,7 @@ pub async fn prefill(log: &bus::log::SharedLog, n: usize, mix: Mix, concurrency:
             Mix::Mixed => mixed.events((n - done).min(10_000)),
             Mix::Throughput => flow.events(((n - done) / GATHERED_SENDS).clamp(1, 1_000)),
         };
-        done += events.iter().map(logical_events).sum::<usize>();
+        done += events.iter().map(|e| e.body.entries()).sum::<usize>();
         let appended: Vec<bus::Result<_>> = futures::stream::iter(events.iter().map(|e| log.append(e, Expect::Any)))
             .buffered(concurrency)
             .collect()
@@ -113,15 +113,6 @@ pub async fn prefill(log: &bus::log::SharedLog, n: usize, mix: Mix, concurrency:
         }
     }
     Ok(done)
-}
-
-/// The events one stream message stands for: each gathered entry, or the event itself.
-fn logical_events(e: &bus::event::Event) -> usize {
-    match &e.body {
-        bus::event::EventBody::SendsRecorded(r) => r.sends.len(),
-        bus::event::EventBody::AcksRecorded(r) => r.acks.len(),
-        _ => 1,
-    }
 }
 
 /// Reads every row the rebuild produced, empties the tables, and times inserting the rows back

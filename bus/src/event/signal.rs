@@ -139,6 +139,17 @@ impl super::EventBody {
         };
         batches.iter().flat_map(|a| a.signal_ids.iter())
     }
+
+    /// The events this one stands for: a gathered event's entries (sends of a `sends.recorded`,
+    /// ack batches of an `acks.recorded`), one for any other — so a batch or a rate sized in
+    /// events means the same whatever was gathered.
+    pub fn entries(&self) -> usize {
+        match self {
+            super::EventBody::SendsRecorded(r) => r.sends.len().max(1),
+            super::EventBody::AcksRecorded(r) => r.acks.len().max(1),
+            _ => 1,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
