@@ -88,16 +88,36 @@ pub struct Watch {
     pub shutdown: CancellationToken,
 }
 
-/// Starts the task that decides, every `POLL`, whether sends are held.
+/// Starts the task that decides, every `POLL` and at each batch this process's own projector
+/// commits, whether sends are held.
+///
+/// Commits are read as they happen so that a hold ends the moment the batch that clears the
+/// lag is in, not at the next poll: flat out, holds are what the tail of a send's latency is
+/// made of, and the poll added up to its whole period to each. A projector in another process
+/// is polled.
 pub fn spawn(w: Watch, tasks: &TaskTracker) {
     tasks.spawn(async move {
         let mut lag = Lag::new(Instant::now());
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut commits = w.queries.applied_changes();
+        let mut woken_by_commits = true;
         loop {
-            tokio::select! {
+            let committed = tokio::select! {
                 _ = w.shutdown.cancelled() => return,
-                _ = tick.tick() => {}
+                _ = tick.tick() => None,
+                changed = commits.changed(), if woken_by_commits => match changed {
+                    Ok(()) => Some(*commits.borrow_and_update()),
+                    // No projector handle left in this process: polls only.
+                    Err(_) => {
+                        woken_by_commits = false;
+                        continue;
+                    }
+                },
+            };
+            // Nothing newer than the last reading: nothing to decide again.
+            if committed.is_some_and(|c| lag.checkpoint.is_some_and(|known| c <= known)) {
+                continue;
             }
             let now = Instant::now();
             lag.saw(w.applied.get(), now);
@@ -106,7 +126,11 @@ pub fn spawn(w: Watch, tasks: &TaskTracker) {
                 w.backpressure.set(false);
                 continue;
             }
-            let over = match w.queries.applied_seq().await {
+            let checkpoint = match committed {
+                Some(c) => Ok(c),
+                None => w.queries.applied_seq().await,
+            };
+            let over = match checkpoint {
                 Ok(checkpoint) => lag.over(checkpoint, now, w.max_lag),
                 // The read models cannot be asked: nothing to wait for.
                 Err(_) => false,

@@ -179,6 +179,10 @@ impl Queries for ReadModels {
         self.checkpoint().await
     }
 
+    fn applied_changes(&self) -> watch::Receiver<u64> {
+        self.applied.subscribe()
+    }
+
     async fn wait_for(&self, seq: u64, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let mut rx = self.applied.subscribe();

@@ -223,6 +223,11 @@ pub trait Queries: Send + Sync + std::fmt::Debug + 'static {
     /// Waits until `applied_seq() >= seq`, or fails with `Error::Lagging` after `timeout`.
     async fn wait_for(&self, seq: u64, timeout: Duration) -> Result<()>;
 
+    /// Each checkpoint this process learns of as it happens — every batch its own projector
+    /// commits, and what `wait_for` read: a wake-up, never the authority (a projector in another
+    /// process moves the checkpoint without it; `applied_seq` is the truth).
+    fn applied_changes(&self) -> tokio::sync::watch::Receiver<u64>;
+
     /// What a session of `identity` should be handed, in drain order (`priority DESC,
     /// created_at ASC`): pending signals, and signals delivered but never acked whose delivering
     /// session has since closed (they go out again with `redelivered: true`). Rows past
