@@ -138,6 +138,9 @@ impl Backends {
         if let Some(ms) = knob("SIGNALBUS_BENCH_PROJECTOR_MAX_WAIT_MS") {
             config.max_wait = Duration::from_millis(ms);
         }
+        if let Some(n) = knob("SIGNALBUS_BENCH_PROJECTOR_MAX_BATCH") {
+            config.max_batch = n as usize;
+        }
         let projector = Projector::new(self.log.clone(), self.models.clone(), config);
         let stop = self.stop.clone();
         // As `signalbus serve` runs it: on a thread of its own.
