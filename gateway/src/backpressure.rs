@@ -11,7 +11,7 @@
 //! reach about twice the bound flat out.
 //!
 //! Near the bound, sends are **paced** (`pacing`): let through one slot apart, at 9/10 of the
-//! rate the projector is applying them, so what waits shrinks and no send waits long. Only past
+//! rate the projector can apply them, so what waits shrinks and no send waits long. Only past
 //! the bound itself — the projector slowed suddenly, say a database checkpoint — or while the
 //! rate cannot be told are they **held** until the lag clears. Holding alone (until 2026-11-29)
 //! concentrated the throttling on the sends that met a hold, each waiting for the batch in

@@ -61,9 +61,9 @@ pub struct GatewayConfig {
     pub fact_page_bytes: usize,
     /// How many connections this process holds and how long they may stay silent.
     pub connections: ConnLimits,
-    /// How far the read models may trail the stream: sends wait from 4/5 of it, read as the
+    /// How far the read models may trail the stream: sends are paced from 3/5 of it, read as the
     /// oldest event not yet applied having waited that long, or what waits taking the projector
-    /// that long to apply (`backpressure.rs`); `None` never holds a send.
+    /// that long to apply, and held past it (`backpressure.rs`); `None` never slows a send.
     pub max_projector_lag: Option<Duration>,
     /// Who may create which directives (`[directives.issuers]`); the default allows everyone.
     pub directive_issuers: IssuerPolicy,
