@@ -188,7 +188,9 @@ fn decide(near: bool, past: bool, rate: Option<f64>) -> Gate {
     match (near, rate) {
         (false, _) => Gate::Open,
         (true, Some(rate)) if !past && rate > 0.0 => {
-            Gate::Paced { interval: Duration::from_secs_f64(1.0 / rate).min(MAX_HOLD) }
+            // A rate too small to space sends by is as good as a hold of `MAX_HOLD`.
+            let interval = Duration::try_from_secs_f64(1.0 / rate).map_or(MAX_HOLD, |d| d.min(MAX_HOLD));
+            Gate::Paced { interval }
         }
         (true, _) => Gate::Held,
     }
