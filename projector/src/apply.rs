@@ -146,8 +146,19 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
     // A fresh row under `patch_signals`' rules: every stamp is the patch's, the session only
     // with a delivery path, the sequence the newer of the send and the patch.
     // The conflict arm applies the same rules to an existing row (a send seen twice cannot
-    // happen past the checkpoint compare-and-set; it is there so a patch is never dropped).
-    // It only fires when the batch stamped something, which is exactly when a patch exists.
+    // happen past the checkpoint compare-and-set; `bisect` adds it when one did, so a patch is
+    // never dropped). It only fires when the batch stamped something, which is exactly when a
+    // patch exists.
+    let conflict_arm = if b.sent_may_exist {
+        format!(
+            "WHERE true ON CONFLICT (id) DO UPDATE SET {stamps} \
+             WHERE COALESCE(EXCLUDED.delivered_at, EXCLUDED.acked_at, EXCLUDED.expired_at, EXCLUDED.recalled_at, \
+               EXCLUDED.released_at) IS NOT NULL",
+            stamps = stamps("EXCLUDED", ["delivered_via", "resolved_to_session", "last_event_seq"], d),
+        )
+    } else {
+        String::new()
+    };
     let sql = format!(
         "INSERT INTO signal_queue AS q (id, tenant, from_identity, to_identity, signal_type, category, priority, \
            payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, \
@@ -155,12 +166,8 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
            fanout_id, deliver_at, released_at, expired_reason) \
          SELECT id, tenant, f, t, st, cat, pri, {payload}, dc, rs, pp, corr, ca, ea, \
            da, via, CASE WHEN via IS NOT NULL THEN sess END, aa, xa, ra, seq, fan, dla, rla, xr \
-         FROM {src} WHERE true \
-         ON CONFLICT (id) DO UPDATE SET {stamps} \
-         WHERE COALESCE(EXCLUDED.delivered_at, EXCLUDED.acked_at, EXCLUDED.expired_at, EXCLUDED.recalled_at, \
-           EXCLUDED.released_at) IS NOT NULL",
+         FROM {src} {conflict_arm}",
         payload = d.json("payload"),
-        stamps = stamps("EXCLUDED", ["delivered_via", "resolved_to_session", "last_event_seq"], d),
     );
     conn.execute(&sql, args).await?;
     Ok(new_ids)

@@ -9,12 +9,17 @@
 //! depends on the event and the rows before it, never on which batch it came in — the live
 //! projector and a rebuild dead-letter the same events.
 //!
+//! A batch first inserts its sends without a conflict arm (an upsert costs PostgreSQL ~20 % more
+//! per row: a speculative insertion and its confirmation); the rows cannot exist past the
+//! checkpoint's compare-and-set, and if one ever does, the batch is applied again with the arm,
+//! so a stamp on it is never dropped.
+//!
 //! Deliberately knows nothing of transactions: the `Sink` applies one batch all or nothing.
 
 use async_trait::async_trait;
 
 use crate::batch::Batch;
-use crate::dead_letter::{is_data_error, AsEntry, DeadLetter};
+use crate::dead_letter::{is_data_error, is_unique_violation, AsEntry, DeadLetter};
 use crate::error::Result;
 use crate::metrics;
 
@@ -47,15 +52,23 @@ pub(crate) async fn apply<S: Sink, T: AsEntry>(sink: &mut S, entries: &[T], expe
         if part.is_empty() {
             continue;
         }
-        let batch = Batch::fold(part);
-        let failed = match sink.apply(&batch, done.to_seq).await {
-            Ok(true) => {
-                record(&mut done, &batch);
-                continue;
+        let mut batch = Batch::fold(part);
+        let failed = loop {
+            match sink.apply(&batch, done.to_seq).await {
+                Ok(true) => break None,
+                Ok(false) => return Ok(None),
+                Err(e) if is_unique_violation(&e) && !batch.sent_may_exist => {
+                    tracing::warn!(from_seq = batch.from_seq, to_seq = batch.to_seq, error = %e,
+                        "a sent signal's row already existed; applying the batch again with the conflict arm");
+                    batch.sent_may_exist = true;
+                }
+                Err(e) if is_data_error(&e) => break Some(e),
+                Err(e) => return Err(e),
             }
-            Ok(false) => return Ok(None),
-            Err(e) if is_data_error(&e) => e,
-            Err(e) => return Err(e),
+        };
+        let Some(failed) = failed else {
+            record(&mut done, &batch);
+            continue;
         };
         if part.len() > 1 {
             tracing::warn!(from_seq = batch.from_seq, to_seq = batch.to_seq, error = %failed,

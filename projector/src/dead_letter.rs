@@ -120,6 +120,12 @@ pub(crate) async fn read_entries(log: &SharedLog, from: u64, max: usize) -> Resu
     }
 }
 
+/// Whether a batch failed on a unique key that already held a row: the plain insert of a send
+/// the read models already had, which `bisect` retries once with the conflict arm.
+pub(crate) fn is_unique_violation(e: &Error) -> bool {
+    matches!(e, Error::Database(sqlx::Error::Database(db)) if db.is_unique_violation())
+}
+
 /// Whether a failed batch failed on its data (so retrying the same batch fails again) rather than
 /// on the database being unavailable. PostgreSQL: SQLSTATE class 22 (data exception: bad JSON,
 /// a timestamp out of range, a value too long), 23 (integrity constraint), 21 (cardinality:

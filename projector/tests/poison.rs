@@ -23,6 +23,7 @@ use uuid::Uuid;
 both_backends!(
     nul_characters_are_stored_as_replacement_characters,
     poison_events_are_dead_lettered_and_projection_goes_on,
+    a_send_recorded_twice_keeps_the_row_and_takes_the_later_stamps,
     a_stuck_projection_is_reported
 );
 
@@ -191,6 +192,31 @@ async fn poison_events_are_dead_lettered_and_projection_goes_on(env: Env) {
     env.execute("DELETE FROM projection_dead_letters").await;
     let report = projector::doctor(&env.log, m).await.unwrap();
     assert!(report.ok(), "{report:#?}");
+}
+
+/// A send the stream holds twice (another writer's duplicate: the bus's own appends cannot make
+/// one), the second in a later batch and carrying its push. Sends are inserted without a conflict
+/// arm; the second meets the row and its batch is applied again with the arm: the delivery is
+/// stamped, nothing is dead-lettered, and a rebuild (both in one batch) agrees.
+async fn a_send_recorded_twice_keeps_the_row_and_takes_the_later_stamps(env: Env) {
+    let m = &env.models;
+    let now = Utc::now();
+    let (id, other, session) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    env.append_all(&[registered("alice", now), registered("bob", now), sent_with(id, |_| {})]).await;
+    let running = Running::start(&env);
+    caught_up(&env).await;
+    assert_eq!(m.signal(TENANT, id).await.unwrap().expect("projected").delivered_at, None);
+
+    env.append_all(&[sent_pushed(id, "alice", "bob", session, now), sent_with(other, |_| {})]).await;
+    caught_up(&env).await;
+    let row = m.signal(TENANT, id).await.unwrap().expect("still one row");
+    assert!(row.delivered_at.is_some(), "the later push is stamped: {row:?}");
+    assert_eq!(row.resolved_to_session, Some(session));
+    assert_eq!(row.last_event_seq, 4);
+    assert!(m.signal(TENANT, other).await.unwrap().is_some(), "the rest of the batch landed");
+    assert_eq!(dead_letters(&env).await, []);
+    running.stop().await;
+    assert_equals_rebuild(&env).await;
 }
 
 async fn a_stuck_projection_is_reported(env: Env) {
