@@ -21,6 +21,10 @@ pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../schema/
 /// the projector per batch, the archiver per chunk, and the rebuild's swap. ("sbproj" in ASCII.)
 pub(crate) const WRITER_LOCK: i64 = 0x7362_7072_6f6a;
 
+/// `begin_writer`'s statements, `WRITER_LOCK` spelled out (a simple query takes no parameters;
+/// the test below holds the two equal).
+const BEGIN_WRITER: &str = "BEGIN; SELECT pg_advisory_xact_lock(126866630537066); SET LOCAL synchronous_commit TO off";
+
 /// The tables of the read models, in the order a rebuild swaps (or, embedded, copies) them.
 pub(crate) const TABLES: [&str; 13] = [
     "signal_queue",
@@ -74,13 +78,19 @@ impl PgModels {
     /// only for them: a crash can lose the last few hundred milliseconds of commits, but never
     /// part of one, and every batch carries its checkpoint — so the tables and the checkpoint
     /// roll back together and the projector simply applies those events again. What it saves
-    /// is a disk flush per batch on the projector's critical path.
+    /// is a disk flush per batch on the projector's critical path. The `BEGIN`, the lock and the
+    /// setting go in one simple query: one round trip, not two, per batch.
     pub async fn begin_writer(&self) -> Result<Transaction<'static, Postgres>> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1), set_config('synchronous_commit', 'off', true)")
-            .bind(WRITER_LOCK)
-            .execute(&mut *tx)
-            .await?;
-        Ok(tx)
+        Ok(self.pool.begin_with(BEGIN_WRITER).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_writer_transaction_takes_the_writer_lock() {
+        assert!(BEGIN_WRITER.contains(&format!("pg_advisory_xact_lock({WRITER_LOCK})")));
     }
 }
