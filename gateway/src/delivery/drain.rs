@@ -21,11 +21,13 @@ use crate::wire::PushSignal;
 
 impl Deliverer {
     /// The startup drain of a session that just opened: waits until the read models have applied
-    /// the stream up to the position seen now (so a signal sent just before the session opened is
+    /// the stream up to its `session.opened` (so a signal sent just before the session opened is
     /// not missed), then delivers what is drainable in drain order. Anything sent after that
-    /// position reaches the session through the tail push instead.
+    /// position reaches the session through the push instead.
     pub async fn startup_drain(self: Arc<Self>, session: Arc<SessionHandle>) {
-        let result = self.drain_session(&session).await;
+        // Fixed when the session's `session.opened` was stored, before its welcome went out.
+        let opened_at = *session.drain_target.borrow();
+        let result = self.drain_session(&session, opened_at).await;
         // A drain that failed before knowing its position covers nothing: pushes go ahead.
         session.drain_target.send_if_modified(|t| {
             let unset = t.is_none();
@@ -48,19 +50,24 @@ impl Deliverer {
         let Some(session) = self.hub.of_identity(tenant, identity).into_iter().find(drained_before) else { return };
         let this = self.clone();
         self.tasks.spawn(async move {
-            if let Err(e) = this.drain_session(&session).await {
+            if let Err(e) = this.drain_session(&session, None).await {
                 tracing::warn!(error = %e, session_id = %session.id, "redelivery drain failed; the next session gets them");
             }
         });
     }
 
-    async fn drain_session(&self, session: &Arc<SessionHandle>) -> Result<(), ApiError> {
+    /// Drains `session` from the stream position `from` (its first round's target; `None`: the
+    /// stream's current end).
+    async fn drain_session(&self, session: &Arc<SessionHandle>, from: Option<u64>) -> Result<(), ApiError> {
         let batch = self.config.drain_batch.max(1);
         let mut seen: HashSet<Uuid> = HashSet::new();
         // Each round re-reads after the read models caught up with what the previous one appended,
         // so rows already handed out are not offered again, and a full page means "ask again".
         for round in 0..64 {
-            let target = self.store.log().last_seq().await?;
+            let target = match from {
+                Some(seq) if round == 0 => seq,
+                _ => self.store.log().last_seq().await?,
+            };
             if round == 0 {
                 session.drain_target.send_replace(Some(target));
             }

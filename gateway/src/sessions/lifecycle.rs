@@ -34,7 +34,8 @@ pub struct Lifecycle {
 }
 
 impl Lifecycle {
-    /// Records `session.opened` for a session of `agent` on this node.
+    /// Records `session.opened` for a session of `agent` on this node; returns the stream
+    /// sequence it was stored at (where the session's startup drain begins).
     pub async fn record_opened(
         &self,
         id: Uuid,
@@ -42,10 +43,10 @@ impl Lifecycle {
         kind: SessionKind,
         surface: Surface,
         at: DateTime<Utc>,
-    ) -> Result<(), bus::Error> {
+    ) -> Result<u64, bus::Error> {
         let body = bus::session::opened(id, &agent.identity, kind, surface, &self.node);
-        self.store.record(&Event::new(&agent.tenant, Some(agent.identity.clone()), at, body)).await?;
-        Ok(())
+        let appended = self.store.record(&Event::new(&agent.tenant, Some(agent.identity.clone()), at, body)).await?;
+        Ok(appended.seq)
     }
 
     /// The presence entry of a session of `agent` that opens on this node at `at`.

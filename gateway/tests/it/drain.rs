@@ -98,8 +98,9 @@ async fn a_live_push_is_acked_over_the_socket_and_not_redelivered() {
     let s = ws.next_signal(WAIT).await.unwrap();
     assert_eq!(s["id"], json!(id));
     let (_, row) = bus.call("GET", Some(&bob), &format!("/v1/signals/{id}"), None).await;
-    // A send racing the session's startup drain may be handed out by the drain instead.
-    assert!(row["delivered_via"] == "ws_push" || row["delivered_via"] == "startup_drain", "{row}");
+    // Sent once the client saw its welcome: pushed, never left to the session's startup drain
+    // (whose position is fixed at the session's `session.opened`, before the welcome goes out).
+    assert_eq!(row["delivered_via"], "ws_push", "{row}");
     assert_eq!(row["resolved_to_session"], json!(ws.session_id()));
     ws.ack(std::slice::from_ref(&id)).await;
     ws.close().await;
