@@ -55,7 +55,11 @@ pub async fn serve(gw: Gateway, socket: WebSocket, agent: Agent, kind: SessionKi
         handle.close(reason);
     }
     let expiry = agent.expires_at.map(|at| tokio::spawn(close_at_expiry(handle.clone(), at)));
-    let opened = if receives { gw.lifecycle().record_opened(id, &agent, kind, Surface::Ws, now).await.map(Some) } else { Ok(None) };
+    let opened = if receives {
+        gw.lifecycle().record_opened(id, &agent, kind, Surface::Ws, now).await.map(Some)
+    } else {
+        Ok(None)
+    };
     // The startup drain covers the stream up to the session's own `session.opened`, fixed before
     // the client can see the welcome: a signal sent once the client knows it is connected is
     // pushed (`ws_push`, recorded with its send when this node holds the session), never left
