@@ -45,6 +45,15 @@ const POLL: Duration = Duration::from_millis(10);
 /// The longest one send waits: past it, it goes ahead whatever the lag.
 const MAX_HOLD: Duration = Duration::from_secs(1);
 
+/// How recent this process's own projector's last commit must be for a poll to take it as the
+/// checkpoint instead of asking the database. While it commits (a batch every few tens of
+/// milliseconds under load) it is the projector applying, and its last commit *is* the
+/// checkpoint: the query (and the pool's two pings around it) would only say so again, ~100
+/// times a second. Past this — it stopped, or another process's projector took the lease — the
+/// database is asked again; until then a stale value can only overstate the lag (pace more),
+/// never let more through.
+const OWN_COMMIT_FRESH: Duration = Duration::from_millis(100);
+
 /// What a send meets at the door.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Gate {
@@ -140,12 +149,17 @@ pub fn spawn(w: Watch, tasks: &TaskTracker) {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut commits = w.queries.applied_changes();
         let mut woken_by_commits = true;
+        let mut own_commit: Option<(u64, Instant)> = None;
         loop {
             let committed = tokio::select! {
                 _ = w.shutdown.cancelled() => return,
                 _ = tick.tick() => None,
                 changed = commits.changed(), if woken_by_commits => match changed {
-                    Ok(()) => Some(*commits.borrow_and_update()),
+                    Ok(()) => {
+                        let c = *commits.borrow_and_update();
+                        own_commit = Some((c, Instant::now()));
+                        Some(c)
+                    }
                     // No projector handle left in this process: polls only.
                     Err(_) => {
                         woken_by_commits = false;
@@ -165,7 +179,7 @@ pub fn spawn(w: Watch, tasks: &TaskTracker) {
                 w.backpressure.set(Gate::Open);
                 continue;
             }
-            let checkpoint = match committed {
+            let checkpoint = match committed.or_else(|| fresh_own_commit(own_commit, now)) {
                 Some(c) => Ok(c),
                 None => w.queries.applied_seq().await,
             };
@@ -181,6 +195,12 @@ pub fn spawn(w: Watch, tasks: &TaskTracker) {
             w.backpressure.set(gate);
         }
     });
+}
+
+/// This process's projector's last commit, if it is recent enough to stand for the checkpoint
+/// (`OWN_COMMIT_FRESH`).
+fn fresh_own_commit(own: Option<(u64, Instant)>, now: Instant) -> Option<u64> {
+    own.filter(|(_, at)| now.saturating_duration_since(*at) < OWN_COMMIT_FRESH).map(|(c, _)| c)
 }
 
 /// The gate for a projector `near` the bound or `past` it, able to apply `rate` sends a second.
@@ -207,6 +227,14 @@ mod tests {
         assert_eq!(decide(true, true, Some(1000.0)), Gate::Held, "past the bound itself");
         assert_eq!(decide(true, false, None), Gate::Held, "no rate to pace at");
         assert_eq!(decide(false, true, None), Gate::Open, "a stalled projector is not waited for");
+    }
+
+    #[test]
+    fn a_recent_own_commit_stands_for_the_checkpoint_and_an_old_one_does_not() {
+        let now = Instant::now();
+        assert_eq!(fresh_own_commit(None, now), None, "no projector here: ask the database");
+        assert_eq!(fresh_own_commit(Some((42, now)), now + Duration::from_millis(99)), Some(42));
+        assert_eq!(fresh_own_commit(Some((42, now)), now + OWN_COMMIT_FRESH), None, "stopped, or not the leader");
     }
 
     #[tokio::test(start_paused = true)]

@@ -65,11 +65,18 @@ impl PgModels {
     /// Another pool to the same database and schema that connects lazily, so its sockets belong
     /// to whichever runtime first uses it (a projector on a runtime of its own: a socket polled
     /// from two runtimes would die with the first one to stop). Two connections: the projector
-    /// uses one at a time.
+    /// uses one at a time. No ping before each acquire: the pool pings every connection as it is
+    /// returned, and the projector takes one again within its batch cycle, so the ping before
+    /// would be a round trip on every batch's critical path that says what the last one said. A
+    /// connection that died meanwhile fails that batch, which the runner retries on a fresh one
+    /// (the failed one is dropped on return; unavailability is retried, never bisected).
     pub fn sibling(&self) -> PgModels {
         let options = self.pool.connect_options().as_ref().clone();
-        let pool =
-            PgPoolOptions::new().max_connections(2).acquire_timeout(Duration::from_secs(10)).connect_lazy_with(options);
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(Duration::from_secs(10))
+            .test_before_acquire(false)
+            .connect_lazy_with(options);
         PgModels { pool, schema: self.schema.clone() }
     }
 
