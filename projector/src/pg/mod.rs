@@ -23,7 +23,8 @@ pub(crate) const WRITER_LOCK: i64 = 0x7362_7072_6f6a;
 
 /// `begin_writer`'s statements, `WRITER_LOCK` spelled out (a simple query takes no parameters;
 /// the test below holds the two equal).
-const BEGIN_WRITER: &str = "BEGIN; SELECT pg_advisory_xact_lock(126866630537066); SET LOCAL synchronous_commit TO off";
+const BEGIN_WRITER: &str = "BEGIN; SELECT pg_advisory_xact_lock(126866630537066); \
+     SET LOCAL synchronous_commit TO off; SET LOCAL backend_flush_after TO '256kB'";
 
 /// The tables of the read models, in the order a rebuild swaps (or, embedded, copies) them.
 pub(crate) const TABLES: [&str; 13] = [
@@ -85,8 +86,13 @@ impl PgModels {
     /// only for them: a crash can lose the last few hundred milliseconds of commits, but never
     /// part of one, and every batch carries its checkpoint — so the tables and the checkpoint
     /// roll back together and the projector simply applies those events again. What it saves
-    /// is a disk flush per batch on the projector's critical path. The `BEGIN`, the lock and the
-    /// setting go in one simple query: one round trip, not two, per batch.
+    /// is a disk flush per batch on the projector's critical path. It also asks the kernel to
+    /// start writing out, every 256 kB, the table and index pages this backend evicts from
+    /// PostgreSQL's buffers (`backend_flush_after`, off by default): a projector writes most of
+    /// the database's data, and left in the page cache it all reaches the disk in the fsync at
+    /// the end of each checkpoint, a burst that stalled batches for up to 200 ms flat out
+    /// (docs/performance.md). The `BEGIN`, the lock and the settings go in one simple query: one
+    /// round trip, not three, per batch.
     pub async fn begin_writer(&self) -> Result<Transaction<'static, Postgres>> {
         Ok(self.pool.begin_with(BEGIN_WRITER).await?)
     }
