@@ -9,6 +9,13 @@
 //! slower than `stall_for` does not hold the next batch back (see `run`). An entry is never split,
 //! and an event holds at most `MAX_SENDS` sends or about `MAX_BYTES`.
 //!
+//! A send handed in while no other is in the batcher's hands — none waiting, none being appended
+//! — is appended at once in its caller's task (`record`): the same event a batch of one would
+//! be, without the two task hand-offs through the batcher (each a wake-up, at a paced rate most
+//! often on the other core), which at a few thousand sends a second are most of what a send
+//! costs the machine. A send handed in meanwhile goes to the batcher, which finds nothing in
+//! flight and appends it at once too; under load there is always one, and sends gather.
+//!
 //! A send that waited past `MAX_QUEUED` to be taken (the stream stalled under the append ahead
 //! of it) is refused unpublished, so a stall answers each sender within the time an append of
 //! its own would have taken to give up.
@@ -19,6 +26,8 @@
 //! records is `bus::send`'s, and a send that cannot be handed in (the batcher is stopping) is
 //! given back for the caller to record alone — never one that might already be stored.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bus::event::{send_window, Event, EventBody, SendsRecorded, SignalSent};
@@ -78,6 +87,26 @@ struct Entry {
 #[derive(Debug, Clone)]
 pub struct SendBatcher {
     tx: mpsc::UnboundedSender<Entry>,
+    store: SignalStore,
+    /// Callers inside `record`: while it is only the one, nothing else is gathering or in flight.
+    recording: Arc<AtomicUsize>,
+}
+
+/// One caller inside `SendBatcher::record`, counted out however it leaves (answered, or dropped).
+struct Recording<'a>(&'a AtomicUsize);
+
+impl<'a> Recording<'a> {
+    /// Counts a caller in; whether it is the only one.
+    fn enter(count: &'a AtomicUsize) -> (Recording<'a>, bool) {
+        let alone = count.fetch_add(1, Ordering::AcqRel) == 0;
+        (Recording(count), alone)
+    }
+}
+
+impl Drop for Recording<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// What `run` reads the handed-in sends from.
@@ -85,9 +114,10 @@ pub struct SendBatcher {
 pub struct Inbox(mpsc::UnboundedReceiver<Entry>);
 
 impl SendBatcher {
-    pub fn new() -> (SendBatcher, Inbox) {
+    /// A batcher recording to `store`; `run` gathers what its callers hand in.
+    pub fn new(store: SignalStore) -> (SendBatcher, Inbox) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (SendBatcher { tx }, Inbox(rx))
+        (SendBatcher { tx, store, recording: Arc::default() }, Inbox(rx))
     }
 
     /// Records `sent` (of `tenant`) with the next batch and waits until that batch is on the
@@ -97,7 +127,11 @@ impl SendBatcher {
         let Some(window) = send_window(sent.signal_id) else { return Err(sent) };
         let (done, answer) = oneshot::channel();
         let entry = Entry { tenant: tenant.to_string(), window, sent, handed_in: Instant::now(), done };
-        if let Err(back) = self.tx.send(entry) {
+        let (_recording, alone) = Recording::enter(&self.recording);
+        if alone {
+            // Nothing to gather it with and nothing in flight to wait for: a batch of one, here.
+            flush(&self.store, vec![entry]).await;
+        } else if let Err(back) = self.tx.send(entry) {
             return Err(back.0.sent);
         }
         // Taken and then dropped unanswered only if the runtime is going away mid-append: it
@@ -246,82 +280,5 @@ fn copy(e: &bus::Error) -> bus::Error {
 }
 
 #[cfg(test)]
-mod tests {
-    use bus::catalog::{Category, DeliveryClass};
-    use bus::event::{PublishPath, RecipientState};
-    use uuid::Uuid;
-
-    use super::*;
-
-    fn entry(tenant: &str, window: u64, payload_bytes: usize) -> (Entry, oneshot::Receiver<Answer>) {
-        let (done, rx) = oneshot::channel();
-        let now = Utc::now();
-        let sent = SignalSent {
-            signal_id: Uuid::now_v7(),
-            from: "alice".into(),
-            to: "bob".into(),
-            signal_type: "StatusUpdate".into(),
-            category: Category::Task,
-            priority: 1,
-            payload: "x".repeat(payload_bytes),
-            delivery_class: DeliveryClass::Async,
-            created_at: now,
-            expires_at: now + chrono::Duration::hours(1),
-            recipient_state: RecipientState::NotAvailableOffline,
-            publish_path: PublishPath::QueuedOffline,
-            correlation_id: None,
-            dedupe_key: None,
-            redacted: vec![],
-            resolved_to_session: None,
-            pushed_to: None,
-            fanout_id: None,
-            deliver_at: None,
-        };
-        (Entry { tenant: tenant.into(), window, sent: Box::new(sent), handed_in: Instant::now(), done }, rx)
-    }
-
-    fn shape(groups: &[Group]) -> Vec<(String, u64, usize)> {
-        groups
-            .iter()
-            .map(|(t, r, w)| {
-                assert_eq!(r.sends.len(), w.len(), "one waiter per send");
-                (t.clone(), r.window, r.sends.len())
-            })
-            .collect()
-    }
-
-    #[test]
-    fn the_wait_for_appends_in_flight_doubles_with_each_up_to_its_bound() {
-        let waits: Vec<u64> = (0..6).map(|n| stall_for(n).as_millis() as u64).collect();
-        assert_eq!(waits, [2, 2, 4, 8, 10, 10]);
-        assert_eq!(stall_for(usize::MAX), STALL_MAX);
-    }
-
-    #[test]
-    fn a_batch_is_one_event_per_tenant_and_window_in_the_order_each_first_appears() {
-        let (a, _) = entry("t1", 7, 10);
-        let (b, _) = entry("t2", 7, 10);
-        let (c, _) = entry("t1", 8, 10);
-        let (d, _) = entry("t1", 7, 10);
-        let ids: Vec<Uuid> = [&a, &b, &c, &d].iter().map(|e| e.sent.signal_id).collect();
-        let groups = events_of(vec![a, b, c, d]);
-        assert_eq!(shape(&groups), [("t1".into(), 7, 2), ("t2".into(), 7, 1), ("t1".into(), 8, 1)]);
-        let first: Vec<Uuid> = groups[0].1.sends.iter().map(|s| s.signal_id).collect();
-        assert_eq!(first, [ids[0], ids[3]]);
-    }
-
-    #[test]
-    fn an_event_past_its_limits_is_followed_by_another_and_no_send_is_split() {
-        let mut batch = Vec::new();
-        for _ in 0..MAX_SENDS + 1 {
-            batch.push(entry("t1", 1, 1).0);
-        }
-        batch.push(entry("t1", 2, MAX_BYTES).0); // alone over the byte limit: an event of its own
-        batch.push(entry("t1", 2, 10).0);
-        let groups = events_of(batch);
-        assert_eq!(
-            shape(&groups),
-            [("t1".into(), 1, MAX_SENDS), ("t1".into(), 1, 1), ("t1".into(), 2, 1), ("t1".into(), 2, 1)]
-        );
-    }
-}
+#[path = "sends_tests.rs"]
+mod tests;

@@ -87,10 +87,10 @@ impl Gateway {
         config: GatewayConfig,
     ) -> (Gateway, watch::Sender<u64>, acks::Inbox, sends::Inbox) {
         let (acks, acks_inbox) = AckBatcher::new();
-        let (sends, sends_inbox) = SendBatcher::new();
         let (applied_tx, applied) = Applied::channel();
         let config = Arc::new(config);
         let store = SignalStore::new(log);
+        let (sends, sends_inbox) = SendBatcher::new(store.clone());
         let presence = Arc::new(Presence::default());
         let hub = Arc::new(Hub::default());
         let heartbeats = Arc::new(Heartbeats::default());
