@@ -12,9 +12,10 @@
 //! A send handed in while no other is in the batcher's hands — none waiting, none being appended
 //! — is appended at once in its caller's task (`record`): the same event a batch of one would
 //! be, without the two task hand-offs through the batcher (each a wake-up, at a paced rate most
-//! often on the other core), which at a few thousand sends a second are most of what a send
-//! costs the machine. A send handed in meanwhile goes to the batcher, which finds nothing in
-//! flight and appends it at once too; under load there is always one, and sends gather.
+//! often on the other core) that such a send would only wait for: at 5,000/s this took ~0.05–0.1
+//! ms off the p50 of send→receive, not work off the machine (docs/performance.md). A send handed
+//! in meanwhile goes to the batcher, which finds nothing in flight and appends it at once too;
+//! under load there is always one, and sends gather.
 //!
 //! A send that waited past `MAX_QUEUED` to be taken (the stream stalled under the append ahead
 //! of it) is refused unpublished, so a stall answers each sender within the time an append of
@@ -120,9 +121,10 @@ impl SendBatcher {
         (SendBatcher { tx, store, recording: Arc::default() }, Inbox(rx))
     }
 
-    /// Records `sent` (of `tenant`) with the next batch and waits until that batch is on the
-    /// stream: the sequence of the event holding it, and the send. `Err(Ok(sent))`: the batcher
-    /// is gone before taking it, so nothing was appended and the caller records it alone.
+    /// Records `sent` (of `tenant`) with the next batch, or alone here when no other send is in
+    /// the batcher's hands, and waits until it is on the stream: the sequence of the event
+    /// holding it, and the send. `Err(sent)`: the batcher is gone before taking it, so nothing
+    /// was appended and the caller records it alone.
     pub async fn record(&self, tenant: &str, sent: Box<SignalSent>) -> Result<Answer, Box<SignalSent>> {
         let Some(window) = send_window(sent.signal_id) else { return Err(sent) };
         let (done, answer) = oneshot::channel();
