@@ -169,3 +169,34 @@ async fn a_subject_is_read_whole_after_its_stream_was_made_anew() {
     let read = log.read_subject(&subject).await.expect("read through the old log");
     assert_eq!(read.iter().map(|s| s.seq).collect::<Vec<_>>(), vec![1]);
 }
+
+/// A subject read before is answered from that read only while the stream's newest event on it
+/// is the one the read ended with (`log/jetstream/recent.rs`): what another process appended
+/// since, and what this one did, are in the next read; an unchanged subject reads the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subject_read_again_has_every_event_appended_since() {
+    for version in [NatsVersion::Debian, NatsVersion::Current] {
+        let nats = NatsServer::start_version(version).await;
+        let stream = unique_stream();
+        let (one, other) = (connect(&nats.url(), &stream).await, connect(&nats.url(), &stream).await);
+        let id = Uuid::now_v7();
+        let subject = one.subjects().of(TENANT, Entity::Signal(id));
+        one.append(&sent(id), Expect::LastSubjectSeq(0)).await.expect("append the send");
+        let seqs = |read: Vec<bus::log::Stored>| read.iter().map(|s| s.seq).collect::<Vec<_>>();
+        let first = one.read_subject(&subject).await.unwrap();
+        assert_eq!(seqs(first.clone()), vec![1]);
+        fill(&one, 3).await;
+        assert_eq!(one.read_subject(&subject).await.unwrap(), first, "{version:?}: nothing new, the same read");
+
+        other.append(&event_on(id), Expect::LastSubjectSeq(1)).await.expect("another process appends");
+        assert_eq!(seqs(one.read_subject(&subject).await.unwrap()), vec![1, 5], "{version:?}: the other's append");
+        assert_eq!(seqs(one.read_subject(&subject).await.unwrap()), vec![1, 5], "{version:?}: read again");
+        one.append(&event_on(id), Expect::LastSubjectSeq(5)).await.expect("this process appends");
+        assert_eq!(seqs(one.read_subject(&subject).await.unwrap()), vec![1, 5, 6], "{version:?}: its own append");
+        // Its newest event gone (a purge of the subject): nothing is answered from before.
+        let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.expect("connect"));
+        let s = js.get_stream(&stream).await.expect("the stream");
+        s.purge().filter(&subject).await.expect("purge the subject");
+        assert_eq!(one.read_subject(&subject).await.unwrap(), vec![], "{version:?}: purged");
+    }
+}

@@ -49,6 +49,7 @@ mod firsts;
 mod marks;
 mod messages;
 mod own;
+mod recent;
 mod stream_check;
 mod subject_reads;
 mod tail;
@@ -116,6 +117,9 @@ pub struct JetStreamLog {
     own: std::sync::Arc<own::OwnEvents>,
     /// Where recently used subjects begin, so reading one again starts there (`firsts.rs`).
     firsts: firsts::Firsts,
+    /// Recently read subjects' events, answered while the subject's newest event is unchanged
+    /// (`recent.rs`).
+    recent: recent::Recent,
     /// Time → sequence bounds, so a subject read starts near its first event (`marks.rs`).
     marks: std::sync::Arc<marks::Marks>,
     /// Whether the server walks message blocks one by one from where a subject read starts

@@ -146,6 +146,7 @@ impl JetStreamLog {
             fanout: Default::default(),
             own: Default::default(),
             firsts: Default::default(),
+            recent: Default::default(),
             marks,
             walks_blocks,
             min_mark_skip: config.min_mark_skip,

@@ -29,6 +29,8 @@ impl EventLog for JetStreamLog {
     async fn append(&self, event: &Event, expect: Expect) -> Result<Appended> {
         let subject = self.subjects.for_event(event);
         let result = append::append(self, subject.clone(), event, expect).await;
+        // Whatever the outcome: a list kept from before would only cost a check that fails.
+        self.recent.forget(&subject);
         match &result {
             Ok(a) => {
                 // Stored by now: a bound for subjects born later (`marks.rs`).
@@ -186,19 +188,38 @@ impl EventLog for JetStreamLog {
 impl JetStreamLog {
     /// Every event on `subject` from where it begins, when that is known (`firsts.rs`: exact),
     /// else from `bound` (1, or a mark the caller checks). A whole read teaches where the
-    /// subject begins; a known start that finds nothing is forgotten and read past.
+    /// subject begins; a known start that finds nothing is forgotten and read past. A subject
+    /// read before and not appended to since is answered from what that read found, once the
+    /// stream's newest event on it says so (`recent.rs`).
     async fn read_subject_from(&self, subject: &str, bound: u64) -> Result<Vec<Stored>> {
+        if self.recent.holds(subject) {
+            match subject_reads::last_on_subject(&self.stream, self.reads, subject).await? {
+                Some(last) => {
+                    if let Some(events) = self.recent.current(subject, &last) {
+                        return Ok(events);
+                    }
+                }
+                None => self.recent.forget(subject),
+            }
+        }
+        let (stored, bytes) = self.read_whole(subject, bound).await?;
+        self.recent.keep(subject, &stored, bytes);
+        Ok(stored)
+    }
+
+    /// `read_subject_from` on the stream itself.
+    async fn read_whole(&self, subject: &str, bound: u64) -> Result<(Vec<Stored>, usize)> {
         if let Some(first) = self.firsts.get(subject) {
-            let stored = subject_reads::read_subject(&self.stream, self.reads, subject, first).await?;
-            if !stored.is_empty() {
-                return Ok(stored);
+            let read = subject_reads::read_subject_sized(&self.stream, self.reads, subject, first).await?;
+            if !read.0.is_empty() {
+                return Ok(read);
             }
             self.firsts.forget(subject);
         }
-        let stored = subject_reads::read_subject(&self.stream, self.reads, subject, bound).await?;
-        if let (1, Some(first)) = (bound, stored.first()) {
+        let read = subject_reads::read_subject_sized(&self.stream, self.reads, subject, bound).await?;
+        if let (1, Some(first)) = (bound, read.0.first()) {
             self.firsts.note(subject, first.seq);
         }
-        Ok(stored)
+        Ok(read)
     }
 }

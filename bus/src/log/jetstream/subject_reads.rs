@@ -41,23 +41,34 @@ impl ReadPath {
 /// walked with "next message on the subject from this sequence" (on nats-server 2.9 each walk
 /// visits the message blocks from there on, so `from` is worth knowing: `marks.rs`).
 pub(super) async fn read_subject(stream: &Stream, path: ReadPath, subject: &str, from: u64) -> Result<Vec<Stored>> {
-    let mut out = Vec::new();
+    read_subject_sized(stream, path, subject, from).await.map(|(events, _)| events)
+}
+
+/// `read_subject`, with the encoded size of what it read.
+pub(super) async fn read_subject_sized(
+    stream: &Stream,
+    path: ReadPath,
+    subject: &str,
+    from: u64,
+) -> Result<(Vec<Stored>, usize)> {
+    let (mut out, mut bytes) = (Vec::new(), 0);
     let mut from = from.max(1);
     loop {
         let msg = match path {
             ReadPath::Direct => match stream.direct_get_next_for_subject(subject, Some(from)).await {
                 Ok(msg) => jetstream::message::StreamMessage::try_from(msg.message)
                     .map_err(|e| Error::Decode(format!("direct get headers: {e}")))?,
-                Err(e) if e.kind() == DirectGetErrorKind::NotFound => return Ok(out),
+                Err(e) if e.kind() == DirectGetErrorKind::NotFound => return Ok((out, bytes)),
                 Err(e) => return Err(unavailable("cannot read subject", e)),
             },
             ReadPath::Leader => match stream.get_first_raw_message_by_subject(subject, from).await {
                 Ok(msg) => msg,
-                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(out),
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok((out, bytes)),
                 Err(e) => return Err(unavailable("cannot read subject", e)),
             },
         };
         from = msg.sequence + 1;
+        bytes += msg.payload.len();
         out.push(stored(msg.sequence, msg.subject.as_str(), &msg.payload, chrono_at(msg.time))?);
     }
 }
