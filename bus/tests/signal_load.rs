@@ -74,8 +74,9 @@ async fn fill(log: &SharedLog, n: usize) -> Vec<Uuid> {
 
 /// A signal in the first half of a stream, read through a log opened afterwards (so its marks
 /// come from probing the stream's history): with a bound from a clock an hour ahead the read
-/// starts past the signal and finds nothing — the bound is used — yet `load` answers the whole
-/// signal, because a read that misses the signal's birth is done again from the start.
+/// starts past the signal's birth — the bound is used — yet `load` answers the whole signal,
+/// because a read that misses the signal's birth is done again from the start (and what the
+/// bounded read found is never taken for the whole subject).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_is_loaded_whole_whatever_its_ids_clock_says() {
     let nats = NatsServer::start().await;
@@ -90,6 +91,10 @@ async fn a_signal_is_loaded_whole_whatever_its_ids_clock_says() {
     }
     // More than the 4,096 events before the stream's end where the history's newest probe is.
     fill(&writer, 4200).await;
+    // And one event on each subject past that probe: a read from the bound finds only it.
+    for id in [early, ahead] {
+        writer.append(&event_on(id), Expect::Any).await.expect("append a late event");
+    }
 
     let reader = connect(&nats.url(), &stream).await;
     let an_hour_on = Utc::now() + chrono::Duration::hours(1);
@@ -109,9 +114,9 @@ async fn a_signal_is_loaded_whole_whatever_its_ids_clock_says() {
         assert_eq!(state.sent.as_ref().map(|s| s.signal_id), Some(id), "the send of {id}");
         assert_eq!(state.status, Status::Pending, "{id}");
         let whole = reader.read_subject(&reader.subjects().of(TENANT, Entity::Signal(id))).await.unwrap();
-        assert_eq!(whole.len(), 2);
+        assert_eq!(whole.len(), 3);
         assert_eq!(state, SignalState::from_events(whole.iter().map(|s| &s.event.body)));
-        assert_eq!(last, whole[1].seq, "the newest sequence on {id}'s subject");
+        assert_eq!(last, whole[2].seq, "the newest sequence on {id}'s subject");
     }
     let (missing, last) = store.load(TENANT, Uuid::now_v7()).await.expect("load a signal never sent");
     assert!(missing.sent.is_none() && last == 0);

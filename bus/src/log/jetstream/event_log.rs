@@ -202,24 +202,29 @@ impl JetStreamLog {
                 None => self.recent.forget(subject),
             }
         }
-        let (stored, bytes) = self.read_whole(subject, bound).await?;
-        self.recent.keep(subject, &stored, bytes);
+        let (stored, bytes) = self.read_on_stream(subject, bound).await?;
+        // Only a read known to start where the subject begins is its whole: one from a mark may
+        // have started past it (the caller checks, and reads again from 1).
+        if let Some(bytes) = bytes {
+            self.recent.keep(subject, &stored, bytes);
+        }
         Ok(stored)
     }
 
-    /// `read_subject_from` on the stream itself.
-    async fn read_whole(&self, subject: &str, bound: u64) -> Result<(Vec<Stored>, usize)> {
+    /// `read_subject_from` on the stream itself, with the encoded size of what it read when the
+    /// read is the subject's whole (it started at the subject's known first event, or at 1).
+    async fn read_on_stream(&self, subject: &str, bound: u64) -> Result<(Vec<Stored>, Option<usize>)> {
         if let Some(first) = self.firsts.get(subject) {
-            let read = subject_reads::read_subject_sized(&self.stream, self.reads, subject, first).await?;
-            if !read.0.is_empty() {
-                return Ok(read);
+            let (stored, bytes) = subject_reads::read_subject_sized(&self.stream, self.reads, subject, first).await?;
+            if !stored.is_empty() {
+                return Ok((stored, Some(bytes)));
             }
             self.firsts.forget(subject);
         }
-        let read = subject_reads::read_subject_sized(&self.stream, self.reads, subject, bound).await?;
-        if let (1, Some(first)) = (bound, read.0.first()) {
+        let (stored, bytes) = subject_reads::read_subject_sized(&self.stream, self.reads, subject, bound).await?;
+        if let (1, Some(first)) = (bound, stored.first()) {
             self.firsts.note(subject, first.seq);
         }
-        Ok(read)
+        Ok((stored, (bound <= 1).then_some(bytes)))
     }
 }

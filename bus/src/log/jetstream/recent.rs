@@ -5,13 +5,15 @@
 //! to the group, an agent's or a directive's subject read at each command on it: small subjects,
 //! read far more often than written.
 //!
-//! Exact, never a guess: a kept list is answered only when the stream's newest event on the
-//! subject is the one the list ends with (the same sequence and the same event id); anything
-//! else reads the subject whole, as without it. This process's own appends to a subject drop
-//! its list (another process's show as a newer last event). Two consequences, both what a
-//! whole read of the same instant could have said: a list may hold an event the stream's
-//! `max_age` removed since (only while nothing newer was appended), and a list read while
-//! another append was landing is simply superseded by the next check.
+//! Exact, never a guess: only a read known to be a subject's whole is kept (one that started at
+//! the subject's known first event or at sequence 1, never one from a mark, which may start past
+//! it), and a kept list is answered only when the stream's newest event on the subject is the one
+//! the list ends with (the same sequence and the same event id); anything else reads the subject
+//! whole, as without it. This process's own appends to a subject drop its list (another
+//! process's show as a newer last event). Two consequences, both what a whole read of the same
+//! instant could have said: a list may hold an event the stream's `max_age` removed since (only
+//! while nothing newer was appended), and a list read while another append was landing is
+//! simply superseded by the next check.
 //!
 //! Deliberately no I/O: the log asks it and feeds it. Bounded in subjects and in encoded bytes.
 
