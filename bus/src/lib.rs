@@ -57,6 +57,7 @@ pub mod scope;
 pub mod send;
 pub mod session;
 pub mod signal;
+pub mod sqlite_wal;
 pub mod store;
 
 pub use error::{DomainError, Error, Refusal, Result};

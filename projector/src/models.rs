@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bus::log::Stored;
+use bus::sqlite_wal::Checkpointer;
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -61,9 +62,15 @@ impl ReadModels {
         Ok(Self::new(Backend::Pg(PgModels::open(url).await?)))
     }
 
-    /// Opens (creating if needed) `<data_dir>/readmodels.sqlite` and applies the migrations.
+    /// Opens (creating if needed) `<data_dir>/readmodels.sqlite` and applies the migrations; its
+    /// WAL is folded back into the file beside the projector's batches (`bus::sqlite_wal`) for as
+    /// long as a handle on these read models lives.
     pub async fn sqlite(data_dir: &Path) -> Result<ReadModels> {
-        Ok(Self::new(Backend::Sqlite(SqliteModels::open(data_dir).await?)))
+        let file = SqliteModels::open(data_dir).await?;
+        let options = SqliteModels::options(&file.path)?;
+        let models = Self::new(Backend::Sqlite(file));
+        Checkpointer::start(options, models.applied.subscribe()).await?;
+        Ok(models)
     }
 
     /// This handle on a pool of its own, sharing everything else (the stale threshold, the

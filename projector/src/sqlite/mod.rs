@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use bus::sqlite_wal::WRITER_PAGES;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
@@ -40,17 +41,24 @@ impl SqliteModels {
     /// Opens (creating, 0600) one read-model file: the live one or a rebuild's scratch file.
     pub async fn open_file(path: &Path) -> Result<SqliteModels> {
         bus::files::private_file(path)?;
-        let options = SqliteConnectOptions::from_str("sqlite:")?
+        let pool = SqlitePoolOptions::new().max_connections(4).connect_with(Self::options(path)?).await?;
+        MIGRATOR.run(&pool).await.map_err(migrate_error)?;
+        Ok(SqliteModels { pool, path: path.to_path_buf() })
+    }
+
+    /// How every connection to a read-model file is opened.
+    pub fn options(path: &Path) -> Result<SqliteConnectOptions> {
+        Ok(SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             // Statement journals (a multi-row upsert's undo) in memory, not in a temp file.
             .pragma("temp_store", "memory")
-            .busy_timeout(BUSY_TIMEOUT);
-        let pool = SqlitePoolOptions::new().max_connections(4).connect_with(options).await?;
-        MIGRATOR.run(&pool).await.map_err(migrate_error)?;
-        Ok(SqliteModels { pool, path: path.to_path_buf() })
+            // The live file's WAL is folded back beside the writer (`ReadModels::sqlite`), not in
+            // its batches; a rebuild's scratch file only at this bound.
+            .pragma("wal_autocheckpoint", WRITER_PAGES.to_string())
+            .busy_timeout(BUSY_TIMEOUT))
     }
 
     /// A transaction holding SQLite's write lock from its first statement on.

@@ -3,7 +3,9 @@
 //!
 //! Appends go to one writer task that group-commits them (`writer.rs`); reads go to a separate
 //! pool of read-only connections, which WAL mode lets run alongside the writer; `tail` follows
-//! commits (`tail.rs`), from the writer's ring of newest events while it holds them (`recent.rs`). Deliberately does not replicate, compact or expire events: the log is
+//! commits (`tail.rs`), from the writer's ring of newest events while it holds them (`recent.rs`);
+//! the WAL is folded back into the file beside the writer (`crate::sqlite_wal`), not in its
+//! commits. Deliberately does not replicate, compact or expire events: the log is
 //! the only truth the read models are rebuilt from, so it keeps everything. It is meant for one
 //! process; a second handle or process may still write the same file safely (tails then see its
 //! events on their next poll rather than at once).
@@ -34,6 +36,7 @@ use crate::codec;
 use crate::error::{Error, Result};
 use crate::event::{Event, Subjects};
 use crate::log::{Appended, EventLog, Expect, Stored};
+use crate::sqlite_wal::{Checkpointer, WRITER_PAGES};
 
 pub use durability::Durability;
 use durability::WalSync;
@@ -117,13 +120,16 @@ impl EmbeddedLog {
             // `WalSync` bounds how long a commit waits for one (`durability.rs`).
             .synchronous(durability.synchronous())
             // A batch's multi-row INSERT keeps its statement journal in memory, not a temp file.
-            .pragma("temp_store", "memory");
+            .pragma("temp_store", "memory")
+            // Checkpoints are the checkpointer's (`crate::sqlite_wal`); the writer's own only
+            // bound the WAL's size.
+            .pragma("wal_autocheckpoint", WRITER_PAGES.to_string());
         let (conn, last_seq) = prepare_writer(writer).await?;
 
         let readers = SqlitePoolOptions::new()
             .max_connections(READERS)
             .min_connections(1)
-            .connect_with(base.read_only(true))
+            .connect_with(base.clone().read_only(true))
             .await
             .map_err(unavailable)?;
 
@@ -132,8 +138,18 @@ impl EmbeddedLog {
         let stats = Arc::new(Stats::default());
         let recent = Arc::new(Recent::default());
         let wal_sync = WalSync::new(&path, durability);
-        let writer =
-            Writer { conn, rx, committed: committed_tx, recent: recent.clone(), stats: stats.clone(), wal_sync };
+        let checkpointer = Checkpointer::start(base.clone().synchronous(durability.synchronous()), committed.clone())
+            .await
+            .map_err(unavailable)?;
+        let writer = Writer {
+            conn,
+            rx,
+            committed: committed_tx,
+            recent: recent.clone(),
+            stats: stats.clone(),
+            wal_sync,
+            checkpointer: Some(checkpointer),
+        };
         tokio::spawn(writer.run());
 
         info!(path = %path.display(), last_seq, ?durability, "embedded event log opened");

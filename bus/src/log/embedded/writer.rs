@@ -17,6 +17,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::log::{Appended, Expect, Stored};
+use crate::sqlite_wal::Checkpointer;
 
 use super::durability::WalSync;
 use super::recent::Recent;
@@ -77,6 +78,8 @@ pub(super) struct Writer {
     pub stats: Arc<Stats>,
     /// Syncs what was committed without a flush of its own (`Durability::Within`).
     pub wal_sync: WalSync,
+    /// Folds the WAL back into the main file beside the writer; stopped before its last fold.
+    pub checkpointer: Option<Checkpointer>,
 }
 
 impl Writer {
@@ -220,6 +223,9 @@ impl Writer {
     async fn shutdown(mut self) {
         // Refuse what is still queued (their callers get `closed()` when the replies drop).
         self.rx.close();
+        if let Some(checkpointer) = self.checkpointer.take() {
+            checkpointer.stop().await; // a checkpoint of its own would make this one busy
+        }
         // Folding the WAL back into the main file leaves one self-contained file behind.
         if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&mut self.conn).await {
             warn!(error = %e, "wal checkpoint on close failed");
