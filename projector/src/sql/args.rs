@@ -16,14 +16,13 @@ use sqlx::{Postgres, Sqlite};
 use uuid::Uuid;
 
 use super::dialect::Dialect;
+use super::text;
 use crate::error::{Error, Result};
 
 /// Timestamps as fixed-width UTC text, so text order is time order (see the SQLite migration).
 pub(crate) fn ts(t: DateTime<Utc>) -> String {
-    t.format(TS_FORMAT).to_string()
+    text::ts(&t)
 }
-
-const TS_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.6fZ";
 
 pub(crate) fn parse_ts(s: &str) -> Result<DateTime<Utc>> {
     NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.fZ")
@@ -156,22 +155,29 @@ impl Col<'_> {
     /// a `Vec` cannot fail, so the results are ignored.)
     fn write_json(&self, i: usize, out: &mut Vec<u8>) {
         match self {
-            Col::Uuid(v) => _ = write!(out, "\"{}\"", v[i]),
-            Col::OptUuid(v) => match v[i] {
-                Some(u) => _ = write!(out, "\"{u}\""),
+            Col::Uuid(v) => quoted(out, |out| text::write_uuid(out, &v[i])),
+            Col::OptUuid(v) => match &v[i] {
+                Some(u) => quoted(out, |out| text::write_uuid(out, u)),
                 None => out.extend_from_slice(b"null"),
             },
             Col::Text(v) => _ = serde_json::to_writer(&mut *out, v[i]),
             Col::OptText(v) => _ = serde_json::to_writer(&mut *out, &v[i]),
             Col::I16(v) => _ = write!(out, "{}", v[i]),
             Col::I64(v) => _ = write!(out, "{}", v[i]),
-            Col::Ts(v) => _ = write!(out, "\"{}\"", v[i].format(TS_FORMAT)),
-            Col::OptTs(v) => match v[i] {
-                Some(t) => _ = write!(out, "\"{}\"", t.format(TS_FORMAT)),
+            Col::Ts(v) => quoted(out, |out| text::write_ts(out, &v[i])),
+            Col::OptTs(v) => match &v[i] {
+                Some(t) => quoted(out, |out| text::write_ts(out, t)),
                 None => out.extend_from_slice(b"null"),
             },
         }
     }
+}
+
+/// Appends what `write` writes between double quotes (a JSON string that needs no escaping).
+fn quoted(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+    out.push(b'"');
+    write(out);
+    out.push(b'"');
 }
 
 /// Rows by column, read in SQL as the table `u` with the given column names.

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 
 mod args;
 mod dialect;
+mod text;
 
 pub(crate) use args::{parse_ts, parse_uuid, Args, RowSet};
 pub(crate) use dialect::Dialect;
