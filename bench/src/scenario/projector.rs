@@ -5,6 +5,9 @@
 //! and `projector::rebuild` folds the same events into another fresh database. Reports both
 //! rates, `live_ratio` (live ÷ rebuild, target ≥ 0.5) and the live batches' size and apply time.
 //!
+//! With `--embedded` the same runs on the embedded backends: the events in the SQLite log, the
+//! live fold and the rebuild each into a fresh SQLite read-model file.
+//!
 //! Deliberately no gateway, sweeper or concurrent senders: this isolates the apply path that
 //! back-pressure waits on. The per-batch times come from the runner's own `batch applied`
 //! event (`batches.rs`), not from instrumentation added for the bench.
@@ -23,10 +26,10 @@ use crate::report::{per_sec, round, Outcome};
 use crate::scenario::rebuild::prefill;
 
 pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
-    if args.url.is_some() || args.embedded {
-        bail!("projector measures JetStream → PostgreSQL on its own backends; no --url or --embedded");
+    if args.url.is_some() {
+        bail!("projector measures its own backends (JetStream → PostgreSQL, or embedded); no --url");
     }
-    let b = Backends::start(false, args.nats).await?;
+    let b = Backends::start(args.embedded, args.nats).await?;
     let t = Instant::now();
     let mix = args.mix.unwrap_or(Mix::Throughput);
     let n = prefill(&b.log, args.count, mix, args.append_concurrency).await?;
@@ -55,8 +58,18 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
     eprintln!("bench: live projector caught up in {live:?}; rebuilding the same events");
 
     // Rebuild: the same stream into a second fresh database.
-    let db = TestDb::create().await;
-    let models = ReadModels::postgres(db.url()).await.context("rebuild read models")?;
+    let (_db, _dir, models) = match args.embedded {
+        false => {
+            let db = TestDb::create().await;
+            let models = ReadModels::postgres(db.url()).await.context("rebuild read models")?;
+            (Some(db), None, models)
+        }
+        true => {
+            let dir = tempfile::tempdir().context("rebuild dir")?;
+            let models = ReadModels::sqlite(dir.path()).await.context("rebuild read models")?;
+            (None, Some(dir), models)
+        }
+    };
     let report = projector::rebuild(&b.log, &models).await.context("rebuild")?;
     let rebuild_eps = n as f64 / report.elapsed.as_secs_f64().max(1e-9);
     let live_ratio = round(live_eps / rebuild_eps.max(1e-9), 3);
@@ -65,6 +78,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Outcome> {
     let results = json!({
         "events": n,
         "stream_messages": last,
+        "mode": if args.embedded { "embedded" } else { "distributed" },
         "mix": format!("{mix:?}").to_lowercase(),
         "max_batch": max_batch,
         "append_events_per_s": per_sec(n as u64, append),
