@@ -22,7 +22,7 @@ use crate::signal::{decide, decide_hinted, Hint, SignalCommand, SignalState};
 
 mod directives;
 mod gathered;
-pub use directives::{DirectiveExecuted, LifecycleSent};
+pub use directives::{DirectiveExecuted, DirectiveRefused, LifecycleSent};
 use gathered::folded;
 
 /// How many times a command is re-decided after losing a compare-and-set before giving up.

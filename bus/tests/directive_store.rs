@@ -1,4 +1,4 @@
-//! The directive store (`SignalStore::execute_directive`) on a real stream, against every
+//! The directive store (`SignalStore::execute_directive`, `try_directive`) on a real stream, against every
 //! backend of the log conformance suite that matters for a compare-and-set: JetStream (Debian's
 //! release and the current one) and embedded SQLite. Races are run, not simulated: of complete
 //! vs cancel vs expire exactly one terminal event lands; of group members starting at once
@@ -43,7 +43,8 @@ fn is_terminal_event(e: &EventBody) -> bool {
 
 /// 200 directives, each raced by its assignee completing, its issuer canceling and the bus
 /// expiring it (past its deadline), all at once: each ends with exactly one terminal event,
-/// the winner's, and the two losers are told `InvalidTransition` on the terminal state.
+/// the winner's, and the two losers are told `InvalidTransition` on the terminal state; a late
+/// complete is refused with the ended directive (`try_directive`).
 async fn terminal_race<B: Backend>() {
     let b = B::open().await;
     let store = SignalStore::new(b.log());
@@ -87,6 +88,15 @@ async fn terminal_race<B: Backend>() {
         let (state, _) = store.load_directive(TENANT, *id).await.unwrap();
         let expected = [DirectiveStatus::Completed, DirectiveStatus::Canceled, DirectiveStatus::Expired][won[0]];
         assert_eq!(state.status, expected, "directive {i}: the stream says the winner's outcome");
+        // A late complete is refused with the directive as the refusal found it: the ended one.
+        let late = DirectiveCommand::Complete { by: "bob".into(), result: json!({}) };
+        match store.try_directive(TENANT, *id, &late, "bob", later).await.unwrap() {
+            Err(refused) => {
+                assert!(matches!(refused.error, DomainError::InvalidTransition { status, .. } if status == expected));
+                assert_eq!(refused.state.status, expected, "directive {i}: refused on the state the stream has");
+            }
+            Ok(executed) => panic!("directive {i}: a complete after the end was accepted: {executed:?}"),
+        }
     }
     assert_eq!(wins.iter().sum::<usize>(), 200);
 }

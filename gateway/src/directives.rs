@@ -1,7 +1,7 @@
 //! The directive commands (CONTRACT §14), shared by HTTP, WebSocket and MCP: create, get (with
 //! `wait`), list, and the actions; each answered with the directive object as the stream has it.
 //!
-//! Deliberately thin: `bus::directive` decides, `SignalStore::execute_directive` appends with its
+//! Deliberately thin: `bus::directive` decides, `SignalStore::try_directive` appends with its
 //! compare-and-set, `send_lifecycle` records the lifecycle signals and recalls. This file adds
 //! what only the edge knows — who `to` is (registry, the group's subject), the issuers policy's
 //! group reads, presence for the lifecycle sends, waiting, metrics — and the error shapes.
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bus::directive::{directive_id_for, CreateDirective, DirectiveCommand, DirectiveState};
 use bus::names::is_group;
-use bus::store::DirectiveExecuted;
+use bus::store::{DirectiveExecuted, DirectiveRefused};
 use bus::DomainError;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -146,14 +146,14 @@ pub async fn act(gw: &Gateway, tenant: &str, caller: &str, id: Uuid, action: Act
         Action::Reject { reason } => DirectiveCommand::Reject { by, reason },
         Action::Cancel { reason } => DirectiveCommand::Cancel { by, reason },
     };
-    let executed = match gw.store().execute_directive(tenant, id, &command, caller, Utc::now()).await {
+    let executed = match gw.store().try_directive(tenant, id, &command, caller, Utc::now()).await? {
         Ok(executed) => executed,
-        Err(bus::Error::Domain(e @ DomainError::InvalidTransition { .. })) => {
-            // The directive as it is now, which is what the caller needs to go on.
-            let (state, _) = gw.store().load_directive(tenant, id).await?;
+        // The directive as the refusal found it on the stream, which is what the caller needs
+        // to go on (read once: the decision's own read).
+        Err(DirectiveRefused { error: e @ DomainError::InvalidTransition { .. }, state }) => {
             return Err(ApiError::InvalidTransition { message: e.to_string(), directive: Box::new(state.object()) });
         }
-        Err(e) => return Err(e.into()),
+        Err(refused) => return Err(refused.error.into()),
     };
     if executed.appended.is_some() && executed.state.status.is_terminal() {
         finished_metrics(&executed.state);

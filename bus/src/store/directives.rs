@@ -50,6 +50,13 @@ impl DirectiveExecuted {
     }
 }
 
+/// A command `decide` refused, and the directive as it was decided on.
+#[derive(Debug, Clone)]
+pub struct DirectiveRefused {
+    pub error: DomainError,
+    pub state: Box<DirectiveState>,
+}
+
 /// What `send_lifecycle` did: each lifecycle signal's send, and each recall's outcome.
 #[derive(Debug, Clone, Default)]
 pub struct LifecycleSent {
@@ -83,6 +90,23 @@ impl SignalStore {
         actor: &str,
         now: DateTime<Utc>,
     ) -> Result<DirectiveExecuted> {
+        match self.try_directive(tenant, directive_id, command, actor, now).await? {
+            Ok(executed) => Ok(executed),
+            Err(refused) => Err(refused.error.into()),
+        }
+    }
+
+    /// `execute_directive`, with a refusal (`decide`'s error) answered together with the state
+    /// it was decided on, read from the stream by this call: a caller that shows the directive
+    /// with the refusal reads it no second time.
+    pub async fn try_directive(
+        &self,
+        tenant: &str,
+        directive_id: Uuid,
+        command: &DirectiveCommand,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Result<DirectiveExecuted, DirectiveRefused>> {
         if let DirectiveCommand::Create(c) = command {
             if c.directive_id != directive_id || directive_id != directive_id_for(tenant, &c.issuer, &c.idempotency_key)
             {
@@ -97,8 +121,12 @@ impl SignalStore {
                 true => (DirectiveState::default(), 0),
                 false => self.load_directive(tenant, directive_id).await?,
             };
-            let Some(body) = decide(&state, command, now)?.into_iter().next() else {
-                return Ok(DirectiveExecuted { state, appended: None, last_seq });
+            let decided = match decide(&state, command, now) {
+                Ok(events) => events,
+                Err(error) => return Ok(Err(DirectiveRefused { error, state: Box::new(state) })),
+            };
+            let Some(body) = decided.into_iter().next() else {
+                return Ok(Ok(DirectiveExecuted { state, appended: None, last_seq }));
             };
             let mut event = Event::new(tenant, Some(actor.to_string()), now, body);
             event.correlation_id = Some(directive_id.to_string());
@@ -106,7 +134,7 @@ impl SignalStore {
                 Ok(a) => {
                     state.apply(&event.body);
                     tracing::debug!(%directive_id, seq = a.seq, event = event.body.type_name(), "directive event appended");
-                    return Ok(DirectiveExecuted { state, appended: Some((a.seq, event)), last_seq: a.seq });
+                    return Ok(Ok(DirectiveExecuted { state, appended: Some((a.seq, event)), last_seq: a.seq }));
                 }
                 Err(Error::Conflict { .. }) => {
                     tracing::debug!(%directive_id, attempt, action = command.action(), "directive append lost a race");
