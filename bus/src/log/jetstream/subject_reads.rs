@@ -9,6 +9,7 @@
 //! Deliberately only these point reads (a subject's events, its newest, one sequence); `read`
 //! and `tail` page through consumers.
 
+use async_nats::jetstream::message::StreamMessage;
 use async_nats::jetstream::stream::{DirectGetErrorKind, LastRawMessageErrorKind, Stream};
 use async_nats::jetstream::{self};
 
@@ -45,36 +46,61 @@ pub(super) async fn read_subject(stream: &Stream, path: ReadPath, subject: &str,
 }
 
 /// `read_subject`, with the encoded size of what it read.
+///
+/// The subject's newest event is read first, and the walk stops at it: a subject of n events
+/// costs n round trips, not n + 1 (the last of which only learned that nothing followed), and
+/// one that holds a single event — a directive being acted on, a signal being recalled — one.
+/// The read is the subject as of that first answer, which comes after any append its caller
+/// was told of: a writer still sees its own writes, and anything appended meanwhile is what a
+/// compare-and-set on the newest sequence is for.
 pub(super) async fn read_subject_sized(
     stream: &Stream,
     path: ReadPath,
     subject: &str,
     from: u64,
 ) -> Result<(Vec<Stored>, usize)> {
+    let from = from.max(1);
+    let Some(last) = last_message(stream, path, subject).await?.filter(|m| m.sequence >= from) else {
+        return Ok((Vec::new(), 0));
+    };
     let (mut out, mut bytes) = (Vec::new(), 0);
-    let mut from = from.max(1);
-    loop {
+    let mut next = from;
+    while next < last.sequence {
         let msg = match path {
-            ReadPath::Direct => match stream.direct_get_next_for_subject(subject, Some(from)).await {
+            ReadPath::Direct => match stream.direct_get_next_for_subject(subject, Some(next)).await {
                 Ok(msg) => jetstream::message::StreamMessage::try_from(msg.message)
                     .map_err(|e| Error::Decode(format!("direct get headers: {e}")))?,
-                Err(e) if e.kind() == DirectGetErrorKind::NotFound => return Ok((out, bytes)),
+                Err(e) if e.kind() == DirectGetErrorKind::NotFound => break, // removed meanwhile
                 Err(e) => return Err(unavailable("cannot read subject", e)),
             },
-            ReadPath::Leader => match stream.get_first_raw_message_by_subject(subject, from).await {
+            ReadPath::Leader => match stream.get_first_raw_message_by_subject(subject, next).await {
                 Ok(msg) => msg,
-                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok((out, bytes)),
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => break,
                 Err(e) => return Err(unavailable("cannot read subject", e)),
             },
         };
-        from = msg.sequence + 1;
+        if msg.sequence >= last.sequence {
+            break;
+        }
+        next = msg.sequence + 1;
         bytes += msg.payload.len();
         out.push(stored(msg.sequence, msg.subject.as_str(), &msg.payload, chrono_at(msg.time))?);
     }
+    bytes += last.payload.len();
+    out.push(stored(last.sequence, last.subject.as_str(), &last.payload, chrono_at(last.time))?);
+    Ok((out, bytes))
 }
 
 /// The newest event on `subject`, if any.
 pub(super) async fn last_on_subject(stream: &Stream, path: ReadPath, subject: &str) -> Result<Option<Stored>> {
+    match last_message(stream, path, subject).await? {
+        Some(msg) => Ok(Some(stored(msg.sequence, msg.subject.as_str(), &msg.payload, chrono_at(msg.time))?)),
+        None => Ok(None),
+    }
+}
+
+/// The newest message on `subject`, as the stream stores it.
+async fn last_message(stream: &Stream, path: ReadPath, subject: &str) -> Result<Option<StreamMessage>> {
     let msg = match path {
         ReadPath::Direct => match stream.direct_get_last_for_subject(subject).await {
             Ok(msg) => msg,
@@ -87,7 +113,7 @@ pub(super) async fn last_on_subject(stream: &Stream, path: ReadPath, subject: &s
             Err(e) => return Err(unavailable("cannot read subject", e)),
         },
     };
-    Ok(Some(stored(msg.sequence, msg.subject.as_str(), &msg.payload, chrono_at(msg.time))?))
+    Ok(Some(msg))
 }
 
 /// When the message at `seq` was stored (a probe for `marks.rs`).
