@@ -6,7 +6,8 @@
 //! decoding — the upper bound any bus on this server could reach, not a like-for-like bus.
 //!
 //! `paced_latency` is the other baseline, for `latency`: appends shaped like a send's
-//! (`Nats-Msg-Id`, a compare-and-set on a fresh subject) at a fixed rate, each timed from its
+//! (`Nats-Msg-Id`, a compare-and-set on a fresh subject, into a stream with the bus's
+//! per-subject limit) at a fixed rate, each timed from its
 //! scheduled instant to its ack — what the stream alone gives at the rate the bus appended.
 
 use std::collections::VecDeque;
@@ -41,7 +42,13 @@ impl RawResult {
 }
 
 /// A fresh file stream `BENCHRAW…` on the server (`replicas` of it), and its subject prefix.
-async fn raw_stream(js: &jetstream::Context, replicas: usize) -> anyhow::Result<(String, String)> {
+/// `shaped_like_the_bus`: with the bus's stream's per-subject limit (one nothing reaches, for the
+/// 4 MB message blocks it brings; `bus::log::jetstream`'s `PER_SUBJECT_LIMIT`).
+async fn raw_stream(
+    js: &jetstream::Context,
+    replicas: usize,
+    shaped_like_the_bus: bool,
+) -> anyhow::Result<(String, String)> {
     let name = format!("BENCHRAW{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let prefix = name.to_lowercase();
     js.get_or_create_stream(stream::Config {
@@ -50,6 +57,7 @@ async fn raw_stream(js: &jetstream::Context, replicas: usize) -> anyhow::Result<
         storage: stream::StorageType::File,
         num_replicas: replicas.max(1),
         duplicate_window: Duration::from_secs(120),
+        max_messages_per_subject: if shaped_like_the_bus { i64::MAX } else { 0 },
         ..Default::default()
     })
     .await
@@ -71,7 +79,7 @@ pub async fn paced_latency(
 ) -> anyhow::Result<Histogram<u64>> {
     let client = async_nats::connect(nats_url).await.context("connect to nats")?;
     let js = jetstream::new(client);
-    let (name, prefix) = raw_stream(&js, replicas).await?;
+    let (name, prefix) = raw_stream(&js, replicas, true).await?;
     let reader = match tail {
         true => Some(tokio::spawn(read_all(nats_url.to_string(), name.clone()))),
         false => None,
@@ -150,7 +158,7 @@ pub async fn publish_rate(
 ) -> anyhow::Result<RawResult> {
     let client = async_nats::connect(nats_url).await.context("connect to nats")?;
     let js = jetstream::new(client);
-    let (name, prefix) = raw_stream(&js, replicas).await?;
+    let (name, prefix) = raw_stream(&js, replicas, false).await?;
     let payload = bytes::Bytes::from(vec![b'x'; payload_bytes.max(1)]);
     let mut outstanding = VecDeque::with_capacity(window);
     let mut published = 0u64;

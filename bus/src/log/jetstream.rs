@@ -60,6 +60,16 @@ use subject_reads::ReadPath;
 
 /// How long JetStream remembers an event id to drop a retried append.
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
+/// The stream's per-subject limit: one no subject can reach, so nothing is ever dropped by it —
+/// set (instead of none) for the block size it brings. A stream with any per-subject limit is
+/// stored in 4 MB message blocks instead of 8 MB (nats-server's `autoTuneFileStorageBlockSize`,
+/// 2.9 to 2.14 alike), and on 2.9 the newest block's write cache, which a reader of the stream
+/// keeps from being dropped after each flush, grows by reallocation to the block's size: every
+/// reallocation copies what the block holds while appends wait, so the late appends at 5,000/s
+/// halve with the block (docs/performance.md, "2.9.10's late appends are its write cache").
+/// Takes effect for a stream created with it, and for an existing one when its server restarts.
+const PER_SUBJECT_LIMIT: i64 = i64::MAX;
 /// The header carrying a conditional append's event id: not `Nats-Msg-Id`, which would cost
 /// the server a duplicate-window entry per send that the condition makes useless (`append.rs`).
 const EVENT_ID_HEADER: &str = "Signalbus-Event-Id";

@@ -1,6 +1,6 @@
 //! JetStream-only behaviour of the event log on one server: a live tail through a restart and a
-//! crash (on both releases), streams sharing a server, retention updates, server lists, and
-//! stream configurations the bus refuses to adopt.
+//! crash (on both releases), streams sharing a server, retention updates, the stream's block
+//! size, server lists, and stream configurations the bus refuses to adopt.
 //!
 //! Deliberately not the shared semantics: those run through `conformance!`.
 
@@ -126,6 +126,45 @@ async fn reconnect_updates_max_age() {
         JetStreamConfig { stream: stream.clone(), max_age: Duration::from_secs(30), replicas: 1, ..Default::default() };
     let third = JetStreamLog::connect(&server.url(), config).await.unwrap();
     assert_eq!(third.last_seq().await.unwrap(), 2);
+}
+
+/// The stream is stored in 4 MB message blocks, not the 8 MB a stream without limits gets: the
+/// bus sets a per-subject limit no subject reaches (`PER_SUBJECT_LIMIT`), on a stream it creates
+/// and on one it finds without a limit, whose events it keeps. 6 MB of messages fill two block
+/// files where 8 MB blocks would hold them in one.
+#[tokio::test]
+async fn the_stream_is_stored_in_4_mb_blocks_under_a_per_subject_limit_nothing_reaches() {
+    let server = NatsServer::start().await;
+    let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let found = unique_stream();
+    let unlimited = async_nats::jetstream::stream::Config {
+        name: found.clone(),
+        subjects: vec![format!("{}.>", found.to_lowercase())],
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    };
+    js.create_stream(unlimited).await.unwrap();
+    js.publish(format!("{}.before", found.to_lowercase()), "kept".into()).await.unwrap().await.unwrap();
+    connect(&server.url(), &found, 1).await;
+    let created = unique_stream();
+    connect(&server.url(), &created, 1).await;
+    for stream in [&found, &created] {
+        let info = js.get_stream(stream).await.unwrap().get_info().await.unwrap();
+        assert_eq!(info.config.max_messages_per_subject, i64::MAX, "{stream}");
+    }
+    assert_eq!(js.get_stream(&found).await.unwrap().get_info().await.unwrap().state.messages, 1);
+
+    let payload = bytes::Bytes::from(vec![b'x'; 64 * 1024]);
+    for n in 0..96 {
+        let subject = format!("{}.filler.{}", created.to_lowercase(), n % 3);
+        js.publish(subject, payload.clone()).await.unwrap().await.unwrap();
+    }
+    let msgs = server.store_dir().join("jetstream").join("$G").join("streams").join(&created).join("msgs");
+    let blocks = std::fs::read_dir(&msgs)
+        .unwrap_or_else(|e| panic!("{}: {e}", msgs.display()))
+        .filter(|f| f.as_ref().unwrap().file_name().to_string_lossy().ends_with(".blk"))
+        .count();
+    assert_eq!(blocks, 2, "6 MB in 4 MB blocks");
 }
 
 /// `--nats-url` takes a cluster's servers as a comma-separated list; an unreachable one in

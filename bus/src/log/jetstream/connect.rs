@@ -20,7 +20,7 @@ use tracing::debug;
 
 use super::errors::unavailable;
 use super::subject_reads::ReadPath;
-use super::{stream_check, JetStreamConfig, JetStreamLog, DUPLICATE_WINDOW};
+use super::{stream_check, JetStreamConfig, JetStreamLog, DUPLICATE_WINDOW, PER_SUBJECT_LIMIT};
 use crate::error::{Error, Result};
 use crate::event::Subjects;
 
@@ -70,8 +70,9 @@ const NEAREST_PROBE: u64 = 4096;
 
 impl JetStreamLog {
     /// Connects to `url` (one server, or a comma-separated list of a cluster's servers), and
-    /// creates the stream if it does not exist (or updates its `max_age`). A stream that exists
-    /// with other replicas, subjects, retention or a shorter duplicate window is refused.
+    /// creates the stream if it does not exist (or updates its `max_age`, direct gets and
+    /// per-subject limit). A stream that exists with other replicas, subjects, retention, a
+    /// shorter duplicate window or a per-subject limit that drops events is refused.
     pub async fn connect(url: &str, config: JetStreamConfig) -> Result<JetStreamLog> {
         if !valid_stream_name(&config.stream) {
             return Err(Error::Config(format!("invalid stream name {:?}", config.stream)));
@@ -103,6 +104,7 @@ impl JetStreamLog {
             max_age: config.max_age,
             duplicate_window: duplicate_window(config.max_age),
             allow_direct: true,
+            max_messages_per_subject: PER_SUBJECT_LIMIT,
             num_replicas: config.replicas.max(1),
             ..Default::default()
         };
@@ -116,11 +118,13 @@ impl JetStreamLog {
         };
         let current = stream.info().await.map_err(|e| unavailable("cannot read stream info", e))?.config.clone();
         stream_check::check_stream(&current, &wanted)?;
-        if current.max_age != config.max_age || !current.allow_direct {
+        let unlimited_per_subject = current.max_messages_per_subject <= 0;
+        if current.max_age != config.max_age || !current.allow_direct || unlimited_per_subject {
             let updated = stream::Config {
                 max_age: config.max_age,
                 duplicate_window: duplicate_window(config.max_age),
                 allow_direct: true,
+                max_messages_per_subject: PER_SUBJECT_LIMIT,
                 ..current
             };
             js.update_stream(updated).await.map_err(|e| unavailable("cannot update stream", e))?;

@@ -33,7 +33,8 @@ fn parse_version(v: &str) -> Option<(u64, u64, u64)> {
 }
 
 /// Every way `current` differs from `wanted` that the bus will not adopt, as one message that
-/// says how to fix it. `max_age` and direct gets are the bus's own to update, so not compared.
+/// says how to fix it. `max_age`, direct gets and an absent per-subject limit are the bus's own
+/// to update, so not compared.
 pub fn check_stream(current: &Config, wanted: &Config) -> Result<()> {
     let mut diffs = Vec::new();
     if current.num_replicas.max(1) != wanted.num_replicas.max(1) {
@@ -48,6 +49,13 @@ pub fn check_stream(current: &Config, wanted: &Config) -> Result<()> {
     if current.retention != RetentionPolicy::Limits {
         diffs.push(format!("retention: the stream has {:?}, the bus needs Limits", current.retention));
     }
+    let per_subject = current.max_messages_per_subject;
+    if per_subject > 0 && per_subject != super::PER_SUBJECT_LIMIT {
+        diffs.push(format!(
+            "per-subject limit: the stream keeps {per_subject} messages a subject and drops the older ones, the bus \
+             needs every event of a signal or directive (no limit)"
+        ));
+    }
     let needed = super::append::ACCEPT_WINDOW * 2;
     if current.duplicate_window < needed {
         diffs.push(format!(
@@ -61,7 +69,7 @@ pub fn check_stream(current: &Config, wanted: &Config) -> Result<()> {
     }
     Err(Error::Config(format!(
         "stream {} exists with another configuration ({}); the bus never rewrites it: change it with \
-         `nats stream edit {}` (replicas, duplicate window) or recreate it, or start with the matching --replicas",
+         `nats stream edit {}` (replicas, duplicate window, per-subject limit) or recreate it, or start with the matching --replicas",
         wanted.name,
         diffs.join("; "),
         wanted.name
@@ -100,6 +108,18 @@ mod tests {
         other.duplicate_window = Duration::from_secs(1);
         let err = check_stream(&other, &config(1)).unwrap_err().to_string();
         assert!(err.contains("subjects") && err.contains("retention") && err.contains("duplicate window"), "{err}");
+    }
+
+    #[test]
+    fn a_per_subject_limit_that_drops_events_is_reported_and_none_or_the_bus_own_is_not() {
+        let mut limited = config(1);
+        limited.max_messages_per_subject = 3;
+        let err = check_stream(&limited, &config(1)).unwrap_err().to_string();
+        assert!(err.contains("per-subject limit: the stream keeps 3 messages a subject"), "{err}");
+        for fine in [-1, 0, crate::log::jetstream::PER_SUBJECT_LIMIT] {
+            limited.max_messages_per_subject = fine;
+            assert!(check_stream(&limited, &config(1)).is_ok(), "{fine}");
+        }
     }
 
     #[test]
