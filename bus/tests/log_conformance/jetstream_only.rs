@@ -131,10 +131,19 @@ async fn reconnect_updates_max_age() {
 /// The stream is stored in 4 MB message blocks, not the 8 MB a stream without limits gets: the
 /// bus sets a per-subject limit no subject reaches (`PER_SUBJECT_LIMIT`), on a stream it creates
 /// and on one it finds without a limit, whose events it keeps. 6 MB of messages fill two block
-/// files where 8 MB blocks would hold them in one.
+/// files where 8 MB blocks would hold them in one. On both releases.
 #[tokio::test]
 async fn the_stream_is_stored_in_4_mb_blocks_under_a_per_subject_limit_nothing_reaches() {
-    let server = NatsServer::start().await;
+    stored_in_4_mb_blocks::<Debian>().await
+}
+
+#[tokio::test]
+async fn the_stream_is_stored_in_4_mb_blocks_under_a_per_subject_limit_nothing_reaches_current() {
+    stored_in_4_mb_blocks::<Current>().await
+}
+
+async fn stored_in_4_mb_blocks<R: Release>() {
+    let server = NatsServer::start_version(R::VERSION).await;
     let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
     let found = unique_stream();
     let unlimited = async_nats::jetstream::stream::Config {
