@@ -65,6 +65,15 @@ impl Lag {
         self.checkpoint.is_some() && self.sightings.is_empty()
     }
 
+    /// How long the oldest event a newly read `checkpoint` applies had waited by `now`: the peak
+    /// of the lag's sawtooth, which the commit ends. `None` when it applies nothing seen waiting
+    /// (read before `over` takes the reading in).
+    pub(super) fn peak_applied(&self, checkpoint: u64, now: Instant) -> Option<Duration> {
+        let moved = self.checkpoint.is_some_and(|c| checkpoint > c);
+        let (_, first_seen) = self.sightings.front().filter(|_| moved)?;
+        Some(now.saturating_duration_since(*first_seen))
+    }
+
     /// Whether the projector, at `checkpoint`, trails by more than `HEADROOM` of `max` and is
     /// still moving.
     pub(super) fn over(&mut self, checkpoint: u64, now: Instant, max: Duration) -> bool {
@@ -195,6 +204,22 @@ mod tests {
         assert!(lag.over(2, ms(t0, 1400), MAX), "not moved for 0.9 s: still held");
         assert!(!lag.over(2, ms(t0, 1600), MAX), "not moved for 1.1 s: stalled, let through");
         assert!(lag.over(3, ms(t0, 1700), MAX), "moving again: held again");
+    }
+
+    #[test]
+    fn a_commit_ends_the_wait_of_the_oldest_event_it_applies() {
+        let t0 = Instant::now();
+        let mut lag = Lag::new(t0);
+        lag.saw(10, t0);
+        assert_eq!(lag.peak_applied(5, ms(t0, 5)), None, "no checkpoint read before: nothing known to move");
+        lag.over(0, ms(t0, 5), MAX);
+        lag.saw(20, ms(t0, 30));
+        assert_eq!(lag.peak_applied(0, ms(t0, 40)), None, "not moved");
+        assert_eq!(lag.peak_applied(15, ms(t0, 70)), Some(Duration::from_millis(70)), "from what was seen at 0");
+        lag.over(15, ms(t0, 70), MAX);
+        assert_eq!(lag.peak_applied(20, ms(t0, 90)), Some(Duration::from_millis(60)), "the rest, seen at 30");
+        lag.over(20, ms(t0, 90), MAX);
+        assert_eq!(lag.peak_applied(25, ms(t0, 95)), None, "nothing seen waiting");
     }
 
     #[test]
