@@ -126,6 +126,7 @@ async fn a_fresh_bus_serves_every_known_series_at_zero_with_help() {
     for (name, labels) in expected {
         assert!(zero_with(&text, name, labels), "no {name} {labels:?} at 0:\n{text}");
     }
+    assert_eq!(value(&text, "signalbus_backpressure_pacing_share"), Some(1.0), "at rest: the whole bound\n{text}");
     assert!(value(&text, "signalbus_sweeper_runs_total").is_some(), "{text}");
     assert_eq!(value(&text, "signalbus_sweeper_release_lag_seconds_count"), Some(0.0), "{text}");
     assert!(text.contains("signalbus_event_append_seconds_bucket"), "{text}");

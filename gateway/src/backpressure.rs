@@ -153,6 +153,7 @@ pub fn spawn(w: Watch, tasks: &TaskTracker) {
         let mut lag = Lag::new(Instant::now());
         let mut flow = Flow::default();
         let mut target = Target::default();
+        crate::metrics::pacing_share(target.share());
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut commits = w.queries.applied_changes();
@@ -196,6 +197,7 @@ pub fn spawn(w: Watch, tasks: &TaskTracker) {
                     flow.record(now, position, w.backpressure.admitted());
                     if let Some(peak) = lag.peak_applied(checkpoint, now) {
                         target.committed(peak, w.max_lag);
+                        crate::metrics::pacing_share(target.share());
                     }
                     let near = lag.over(checkpoint, now, target.bound(w.max_lag));
                     decide(near, lag.oldest_wait(now) > w.max_lag, flow.rate(lag.per_event()))

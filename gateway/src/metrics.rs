@@ -77,6 +77,14 @@ pub fn auth_failure(reason: AuthFailure) {
 }
 
 /// Ack ids received over WebSockets and not yet recorded (beyond CONTRACT §11; no labels).
+/// The share of `max_projector_lag` back-pressure paces against (`backpressure::target`): 1
+/// while the lag's peaks stay within the bound, down to 0.5 while they pass it.
+pub const BACKPRESSURE_PACING_SHARE: &str = "signalbus_backpressure_pacing_share";
+
+pub fn pacing_share(share: f64) {
+    metrics::gauge!(BACKPRESSURE_PACING_SHARE).set(share);
+}
+
 pub const WS_ACKS_PENDING: &str = "signalbus_ws_acks_pending";
 
 pub fn acks_pending(delta: f64) {
@@ -254,6 +262,10 @@ pub fn init(types: &TypeTable) {
     describe_counter!(SENDS_RATE_LIMITED_TOTAL, "Sends refused by the per-identity send quota.");
     describe_counter!(FACTS_RATE_LIMITED_TOTAL, "Plugin facts refused by the per-identity fact quota.");
     describe_gauge!(WS_ACKS_PENDING, "Ack ids received over WebSockets and not yet recorded.");
+    describe_gauge!(
+        BACKPRESSURE_PACING_SHARE,
+        "Share of the projector-lag bound sends are paced against: 1, or down to 0.5 while the lag's peaks pass the bound."
+    );
     describe_counter!(
         DIRECTIVES_CREATED_TOTAL,
         "Directives created, by type (types beyond the first 100 seen are other)."
@@ -326,6 +338,8 @@ pub fn init(types: &TypeTable) {
         metrics::counter!(counter).increment(0);
     }
     metrics::gauge!(WS_ACKS_PENDING).increment(0.0);
+    // Its resting value: pacing against the whole bound.
+    pacing_share(1.0);
     for reason in AuthFailure::ALL {
         metrics::counter!(AUTH_FAILURES_TOTAL, "reason" => reason.as_str()).increment(0);
     }

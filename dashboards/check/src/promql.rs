@@ -19,7 +19,8 @@ pub enum Kind {
 }
 
 /// Every series a dashboard may reference: CONTRACT §11, the series of §14 (directives) and §15
-/// (fan-out), §17 (auth failures), plus `signalbus_sweeper_expiry_lag_seconds` (the sweeper's on-time histogram).
+/// (fan-out), §17 (auth failures), plus `signalbus_sweeper_expiry_lag_seconds` (the sweeper's on-time histogram)
+/// and `signalbus_backpressure_pacing_share` (where the gateways' back-pressure paces from).
 pub const ALLOWED_SERIES: &[(&str, Kind, &[&str])] = &[
     (
         "signalbus_signals_sent_total",
@@ -45,6 +46,7 @@ pub const ALLOWED_SERIES: &[(&str, Kind, &[&str])] = &[
     ("signalbus_directive_duration_seconds", Kind::Histogram, &["directive_type", "outcome"]),
     ("signalbus_fanouts_total", Kind::Counter, &["signal_type"]),
     ("signalbus_auth_failures_total", Kind::Counter, &["reason"]),
+    ("signalbus_backpressure_pacing_share", Kind::Gauge, &[]),
 ];
 
 /// Labels Prometheus attaches to every scraped series.

@@ -16,7 +16,8 @@
 //! that keeps the time over it under 1 %. Back to the whole bound takes ~500 quiet commits
 //! (~17 s flat out) from the floor.
 //!
-//! Deliberately pure (fed peaks, reads nothing) and one per gateway process; it only moves where
+//! Deliberately pure (fed peaks, reads nothing; the watch reports the share as
+//! `signalbus_backpressure_pacing_share`) and one per gateway process; it only moves where
 //! pacing starts — holds still start at the bound itself (`backpressure::decide`).
 
 use std::time::Duration;
@@ -56,6 +57,11 @@ impl Target {
         } else {
             (self.share + INCREASE).min(1.0)
         };
+    }
+
+    /// The share itself, for `signalbus_backpressure_pacing_share`.
+    pub(super) fn share(&self) -> f64 {
+        self.share
     }
 
     /// The bound pacing is decided against now: `bound` times the share.
