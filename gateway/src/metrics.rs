@@ -76,15 +76,16 @@ pub fn auth_failure(reason: AuthFailure) {
     metrics::counter!(AUTH_FAILURES_TOTAL, "reason" => reason.as_str()).increment(1);
 }
 
-/// Ack ids received over WebSockets and not yet recorded (beyond CONTRACT §11; no labels).
 /// The share of `max_projector_lag` back-pressure paces against (`backpressure::target`): 1
-/// while the lag's peaks stay within the bound, down to 0.5 while they pass it.
+/// while the lag's peaks stay within the bound, down to 0.5 while they pass it (beyond CONTRACT
+/// §11; no labels). Set once per projector commit the watch measures, never per signal.
 pub const BACKPRESSURE_PACING_SHARE: &str = "signalbus_backpressure_pacing_share";
 
 pub fn pacing_share(share: f64) {
     metrics::gauge!(BACKPRESSURE_PACING_SHARE).set(share);
 }
 
+/// Ack ids received over WebSockets and not yet recorded (beyond CONTRACT §11; no labels).
 pub const WS_ACKS_PENDING: &str = "signalbus_ws_acks_pending";
 
 pub fn acks_pending(delta: f64) {
