@@ -122,6 +122,8 @@ async fn a_fresh_bus_serves_every_known_series_at_zero_with_help() {
         ("signalbus_sessions", &[r#"kind="daemon""#, r#"surface="piggyback""#]),
         ("signalbus_projector_dead_letters_total", &[r#"projection="read_models""#]),
         ("signalbus_connection_timeouts_total", &[r#"kind="idle""#]),
+        ("signalbus_backpressure_wait_seconds_count", &[r#"gate="paced""#]),
+        ("signalbus_backpressure_wait_seconds_count", &[r#"gate="held""#]),
     ];
     for (name, labels) in expected {
         assert!(zero_with(&text, name, labels), "no {name} {labels:?} at 0:\n{text}");

@@ -70,12 +70,15 @@ pub struct DriveResult {
 }
 
 /// What the in-process bus itself recorded over the window, in µs: every append (sends and
-/// ack batches alike), and each push's time from its signal's `created_at` (taken before the
-/// append) to its session's queue.
+/// ack batches alike), each push's time from its signal's `created_at` (taken before the
+/// append) to its session's queue, and the wait of each send that met back-pressure's paced
+/// or held gate before its append.
 #[derive(Debug)]
 pub struct Stages {
     pub append: Histogram<u64>,
     pub time_to_delivery: Histogram<u64>,
+    pub paced_wait: Histogram<u64>,
+    pub held_wait: Histogram<u64>,
 }
 
 /// What every task of a run counts (also the peer's, `peer/`).
@@ -183,15 +186,21 @@ pub async fn run(target: &Target, cfg: &DriveConfig) -> anyhow::Result<DriveResu
     tokio::time::sleep_until(clock.start).await;
     let kept = target.local.as_ref().and_then(|_| crate::kept::kept());
     if let Some(k) = kept {
-        k.append.reset();
-        k.time_to_delivery.reset();
+        for series in [&k.append, &k.time_to_delivery, &k.paced_wait, &k.held_wait] {
+            series.reset();
+        }
     }
     crate::batches::take();
     let allocs_start = crate::allocs::Allocs::now();
     let events_start = target.events_so_far(&http).await?;
     tokio::time::sleep_until(clock.end).await;
     let allocs = crate::allocs::Allocs::now().zip(allocs_start).map(|(end, start)| end.since(start));
-    let stages = kept.map(|k| Stages { append: k.append.snapshot(), time_to_delivery: k.time_to_delivery.snapshot() });
+    let stages = kept.map(|k| Stages {
+        append: k.append.snapshot(),
+        time_to_delivery: k.time_to_delivery.snapshot(),
+        paced_wait: k.paced_wait.snapshot(),
+        held_wait: k.held_wait.snapshot(),
+    });
     let batches = target.local.as_ref().map(|_| crate::batches::take());
     let events_end = target.events_so_far(&http).await?;
     let projector_lag = match sampler {

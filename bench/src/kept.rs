@@ -1,8 +1,8 @@
 //! `Kept`: the `metrics` recorder the bench installs in its own process, where an in-process
 //! bus runs, keeping a few of the bus's histograms whole in hdrhistograms of microseconds:
 //! the sweeper's release lag (`schedule`), and the append and time-to-delivery of every send
-//! (`throughput` and `latency`: their per-stage breakdown, `drive.rs`). Every label set of a
-//! series is kept in one histogram.
+//! and its wait for back-pressure, paced and held apart (`throughput` and `latency`: their
+//! per-stage breakdown, `drive.rs`). Every other label set of a series is kept in one histogram.
 //!
 //! Every series, the kept ones too, is also recorded by a Prometheus recorder built as the
 //! binary builds its own (`bus::metrics::LATENCY_BUCKETS`), drained every 5 s as a scrape
@@ -24,6 +24,8 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder
 const RELEASE_LAG: &str = "signalbus_sweeper_release_lag_seconds";
 /// `bus::metrics::EVENT_APPEND_SECONDS`: one append, compare-and-set and outcome resolution included.
 const APPEND: &str = "signalbus_event_append_seconds";
+/// The gateway's `signalbus_backpressure_wait_seconds`: a send's wait at a paced or held gate.
+const BACKPRESSURE_WAIT: &str = "signalbus_backpressure_wait_seconds";
 /// The gateway's `signalbus_time_to_delivery_seconds`: a signal's `created_at` (taken before
 /// its append) → its push handed to the recipient's session queue.
 const TIME_TO_DELIVERY: &str = "signalbus_time_to_delivery_seconds";
@@ -67,6 +69,9 @@ pub struct Kept {
     pub release_lag: Series,
     pub append: Series,
     pub time_to_delivery: Series,
+    /// Sends that met a paced gate (`gate="paced"`), and a held one.
+    pub paced_wait: Series,
+    pub held_wait: Series,
 }
 
 /// The process's recorder, installed by the first call; `None` when another recorder was
@@ -74,7 +79,13 @@ pub struct Kept {
 pub fn kept() -> Option<&'static Kept> {
     static KEPT: OnceLock<Option<Kept>> = OnceLock::new();
     KEPT.get_or_init(|| {
-        let kept = Kept { release_lag: Series::new(), append: Series::new(), time_to_delivery: Series::new() };
+        let kept = Kept {
+            release_lag: Series::new(),
+            append: Series::new(),
+            time_to_delivery: Series::new(),
+            paced_wait: Series::new(),
+            held_wait: Series::new(),
+        };
         let prometheus = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), bus::metrics::LATENCY_BUCKETS)
             .ok()?
@@ -134,6 +145,11 @@ impl Recorder for Keep {
             RELEASE_LAG => &self.kept.release_lag,
             APPEND => &self.kept.append,
             TIME_TO_DELIVERY => &self.kept.time_to_delivery,
+            BACKPRESSURE_WAIT => match key.labels().find(|l| l.key() == "gate").map(|l| l.value()) {
+                Some("paced") => &self.kept.paced_wait,
+                Some("held") => &self.kept.held_wait,
+                _ => return forwarded,
+            },
             _ => return forwarded,
         };
         metrics::Histogram::from_arc(Arc::new(Both(series.clone(), forwarded)))

@@ -73,6 +73,42 @@ enum Gate {
     Held,
 }
 
+/// The closed gate a send met at the door, as `signalbus_backpressure_wait_seconds` labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Met {
+    Paced,
+    Held,
+}
+
+impl Met {
+    pub const ALL: [Met; 2] = [Met::Paced, Met::Held];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Met::Paced => "paced",
+            Met::Held => "held",
+        }
+    }
+}
+
+/// What one send waited for back-pressure: the gate it met (a paced one may turn into a hold
+/// while it waits, or open), and how long it waited in all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Waited {
+    pub gate: Met,
+    pub took: Duration,
+}
+
+impl Waited {
+    fn met(gate: Gate) -> Option<Met> {
+        match gate {
+            Gate::Open => None,
+            Gate::Paced { .. } => Some(Met::Paced),
+            Gate::Held => Some(Met::Held),
+        }
+    }
+}
+
 /// Whether sends go ahead, are paced or are held now; one per gateway process.
 #[derive(Debug)]
 pub struct Backpressure {
@@ -90,12 +126,22 @@ impl Default for Backpressure {
 
 impl Backpressure {
     /// Waits for this send's turn: at once when open, at its slot when paced, until the gate
-    /// opens or paces when held — never longer than `MAX_HOLD`.
-    pub async fn admit(&self) {
-        if *self.gate.borrow() != Gate::Open {
-            self.wait().await;
-        }
+    /// opens or paces when held — never longer than `MAX_HOLD`. A send that met a closed gate
+    /// is recorded in `signalbus_backpressure_wait_seconds` by the gate it met, and said here.
+    pub async fn admit(&self) -> Option<Waited> {
+        let met = *self.gate.borrow();
+        let waited = match Waited::met(met) {
+            None => None,
+            Some(gate) => {
+                let start = Instant::now();
+                self.wait().await;
+                let waited = Waited { gate, took: start.elapsed() };
+                crate::metrics::backpressure_wait(gate.label(), waited.took.as_secs_f64());
+                Some(waited)
+            }
+        };
         self.admitted.fetch_add(1, Ordering::Relaxed);
+        waited
     }
 
     async fn wait(&self) {
@@ -259,7 +305,9 @@ mod tests {
             .map(|_| {
                 let bp = bp.clone();
                 tokio::spawn(async move {
-                    bp.admit().await;
+                    let waited = bp.admit().await.expect("met the paced gate");
+                    assert_eq!(waited.gate, Met::Paced);
+                    assert_eq!(waited.took, start.elapsed(), "said as waited");
                     start.elapsed()
                 })
             })
@@ -291,7 +339,7 @@ mod tests {
     async fn a_held_send_goes_ahead_when_the_lag_clears_or_after_the_longest_hold() {
         let bp = Arc::new(Backpressure::default());
         let start = Instant::now();
-        bp.admit().await;
+        assert_eq!(bp.admit().await, None, "an open gate: nothing waited, nothing recorded");
         assert_eq!(start.elapsed(), Duration::ZERO, "not over: not held");
 
         bp.set(Gate::Held);
@@ -301,12 +349,14 @@ mod tests {
             clearing.set(Gate::Open);
         });
         let start = Instant::now();
-        bp.admit().await;
+        let waited = bp.admit().await;
         assert_eq!(start.elapsed(), Duration::from_millis(300), "held until the lag cleared");
+        assert_eq!(waited, Some(Waited { gate: Met::Held, took: Duration::from_millis(300) }));
 
         bp.set(Gate::Held);
         let start = Instant::now();
-        bp.admit().await;
+        let waited = bp.admit().await;
         assert_eq!(start.elapsed(), MAX_HOLD, "never held longer than MAX_HOLD");
+        assert_eq!(waited, Some(Waited { gate: Met::Held, took: MAX_HOLD }));
     }
 }

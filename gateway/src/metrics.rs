@@ -85,6 +85,16 @@ pub fn pacing_share(share: f64) {
     metrics::gauge!(BACKPRESSURE_PACING_SHARE).set(share);
 }
 
+/// How long a send waited at the back-pressure gate before its append, by the gate it met
+/// (`paced`, `held`; `backpressure::Met`). Only sends that met a closed gate are recorded: at
+/// rest nothing is, and `_count` ÷ `signalbus_signals_sent_total` is the share of sends slowed
+/// (beyond CONTRACT §11).
+pub const BACKPRESSURE_WAIT_SECONDS: &str = "signalbus_backpressure_wait_seconds";
+
+pub fn backpressure_wait(gate: &'static str, seconds: f64) {
+    metrics::histogram!(BACKPRESSURE_WAIT_SECONDS, "gate" => gate).record(seconds);
+}
+
 /// Ack ids received over WebSockets and not yet recorded (beyond CONTRACT §11; no labels).
 pub const WS_ACKS_PENDING: &str = "signalbus_ws_acks_pending";
 
@@ -267,6 +277,11 @@ pub fn init(types: &TypeTable) {
         BACKPRESSURE_PACING_SHARE,
         "Share of the projector-lag bound sends are paced against: 1, or down to 0.5 while the lag's peaks pass the bound."
     );
+    describe_histogram!(
+        BACKPRESSURE_WAIT_SECONDS,
+        Unit::Seconds,
+        "Time a send waited for back-pressure (the read models trailing the stream) before its append, by the gate it met: paced or held."
+    );
     describe_counter!(
         DIRECTIVES_CREATED_TOTAL,
         "Directives created, by type (types beyond the first 100 seen are other)."
@@ -341,6 +356,9 @@ pub fn init(types: &TypeTable) {
     metrics::gauge!(WS_ACKS_PENDING).increment(0.0);
     // Its resting value: pacing against the whole bound.
     pacing_share(1.0);
+    for gate in crate::backpressure::Met::ALL {
+        let _ = metrics::histogram!(BACKPRESSURE_WAIT_SECONDS, "gate" => gate.label());
+    }
     for reason in AuthFailure::ALL {
         metrics::counter!(AUTH_FAILURES_TOTAL, "reason" => reason.as_str()).increment(0);
     }

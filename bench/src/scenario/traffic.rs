@@ -94,6 +94,20 @@ pub(crate) async fn one_mode(
             "\n  stages: append p50 {} / p99 {} / p999 {} ms; created→push queued p50 {} / p99 {} / p999 {} ms",
             ap["p50_ms"], ap["p99_ms"], ap["p999_ms"], td["p50_ms"], td["p99_ms"], td["p999_ms"]
         );
+        // Each gate's waits, and the share of the window's sends that met it.
+        let sends = r.latency.len().max(1) as f64;
+        let mut gates = Vec::new();
+        for (gate, h) in [("paced", &st.paced_wait), ("held", &st.held_wait)] {
+            let share = round(h.len() as f64 / sends * 100.0, 2);
+            json["stages"]["backpressure"][gate] = latency_json(h);
+            json["stages"]["backpressure"][gate]["share_pct"] = json!(share);
+            let w = &json["stages"]["backpressure"][gate];
+            gates.push(format!(
+                "{gate} {share} % of sends, wait p50 {} / p99 {} / max {} ms",
+                w["p50_ms"], w["p99_ms"], w["max_ms"]
+            ));
+        }
+        summary += &format!("\n  back-pressure: {}", gates.join("; "));
     }
     if let Some(a) = r.allocs.filter(|_| r.delivered > 0) {
         let (calls, bytes) = (a.calls as f64 / r.delivered as f64, a.bytes as f64 / r.delivered as f64);

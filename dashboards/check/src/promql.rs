@@ -20,7 +20,8 @@ pub enum Kind {
 
 /// Every series a dashboard may reference: CONTRACT §11, the series of §14 (directives) and §15
 /// (fan-out), §17 (auth failures), plus `signalbus_sweeper_expiry_lag_seconds` (the sweeper's on-time histogram)
-/// and `signalbus_backpressure_pacing_share` (where the gateways' back-pressure paces from).
+/// and the gateways' back-pressure: `signalbus_backpressure_pacing_share` (where it paces from) and
+/// `signalbus_backpressure_wait_seconds` (what sends waited for it).
 pub const ALLOWED_SERIES: &[(&str, Kind, &[&str])] = &[
     (
         "signalbus_signals_sent_total",
@@ -47,6 +48,7 @@ pub const ALLOWED_SERIES: &[(&str, Kind, &[&str])] = &[
     ("signalbus_fanouts_total", Kind::Counter, &["signal_type"]),
     ("signalbus_auth_failures_total", Kind::Counter, &["reason"]),
     ("signalbus_backpressure_pacing_share", Kind::Gauge, &[]),
+    ("signalbus_backpressure_wait_seconds", Kind::Histogram, &["gate"]),
 ];
 
 /// Labels Prometheus attaches to every scraped series.
