@@ -76,8 +76,8 @@ enum Gate {
 /// The closed gate a send met at the door, as `signalbus_backpressure_wait_seconds` labels it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Met {
-    Paced,
-    Held,
+    Paced = 0,
+    Held = 1,
 }
 
 impl Met {
@@ -136,7 +136,7 @@ impl Backpressure {
                 let start = Instant::now();
                 self.wait().await;
                 let waited = Waited { gate, took: start.elapsed() };
-                crate::metrics::backpressure_wait(gate.label(), waited.took.as_secs_f64());
+                crate::metrics::backpressure_wait(gate, waited.took.as_secs_f64());
                 Some(waited)
             }
         };

@@ -91,8 +91,13 @@ pub fn pacing_share(share: f64) {
 /// (beyond CONTRACT §11).
 pub const BACKPRESSURE_WAIT_SECONDS: &str = "signalbus_backpressure_wait_seconds";
 
-pub fn backpressure_wait(gate: &'static str, seconds: f64) {
-    metrics::histogram!(BACKPRESSURE_WAIT_SECONDS, "gate" => gate).record(seconds);
+/// Registered on first use, like the per-signal handles (`handles`): flat out most sends are paced.
+static BACKPRESSURE_WAITS: LazyLock<[Histogram; 2]> = LazyLock::new(|| {
+    crate::backpressure::Met::ALL.map(|gate| metrics::histogram!(BACKPRESSURE_WAIT_SECONDS, "gate" => gate.label()))
+});
+
+pub fn backpressure_wait(gate: crate::backpressure::Met, seconds: f64) {
+    BACKPRESSURE_WAITS[gate as usize].record(seconds);
 }
 
 /// Ack ids received over WebSockets and not yet recorded (beyond CONTRACT §11; no labels).
@@ -356,9 +361,8 @@ pub fn init(types: &TypeTable) {
     metrics::gauge!(WS_ACKS_PENDING).increment(0.0);
     // Its resting value: pacing against the whole bound.
     pacing_share(1.0);
-    for gate in crate::backpressure::Met::ALL {
-        let _ = metrics::histogram!(BACKPRESSURE_WAIT_SECONDS, "gate" => gate.label());
-    }
+    // Registered without an observation: both gates' `_count` and buckets start at 0.
+    LazyLock::force(&BACKPRESSURE_WAITS);
     for reason in AuthFailure::ALL {
         metrics::counter!(AUTH_FAILURES_TOTAL, "reason" => reason.as_str()).increment(0);
     }
