@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::sql::{Args, Conn, Dialect, RowSet};
 
 mod directives;
+pub(crate) mod inflight;
 
 /// Writes `batch` if the checkpoint is `expected`; `Ok(false)` (nothing written) otherwise.
 pub(crate) async fn apply_in(
@@ -159,7 +160,7 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
     } else {
         String::new()
     };
-    let sql = format!(
+    let insert = format!(
         "INSERT INTO signal_queue AS q (id, tenant, from_identity, to_identity, signal_type, category, priority, \
            payload, delivery_class, recipient_state, publish_path, correlation_id, created_at, expires_at, \
            delivered_at, delivered_via, resolved_to_session, acked_at, expired_at, recalled_at, last_event_seq, \
@@ -169,7 +170,7 @@ async fn insert_sent<'b>(conn: &mut Conn<'_>, b: &'b Batch) -> Result<HashSet<Uu
          FROM {src} {conflict_arm}",
         payload = d.json("payload"),
     );
-    conn.execute(&sql, args).await?;
+    conn.execute(&inflight::insert(d, insert, b.sent_may_exist), args).await?;
     Ok(new_ids)
 }
 
@@ -184,19 +185,20 @@ async fn patch_signals(conn: &mut Conn<'_>, b: &Batch, merged: &HashSet<Uuid>) -
     if p.is_empty() {
         return Ok(());
     }
-    let returning = conn.dialect().returning("q", "id");
-    let (sql, args) = patch_statement(conn, "signal_queue", &p, &returning);
+    let d = conn.dialect();
+    let (update, args) = patch_statement(conn, "signal_queue", &p);
+    let sql = inflight::update(d, update, &d.returning("q", "id"));
     let hot = conn.fetch_all(&sql, args).await?.iter().map(|r| r.uuid("id")).collect::<Result<HashSet<Uuid>>>()?;
     let archived: Vec<&SignalPatch> = p.into_iter().filter(|r| !hot.contains(&r.id)).collect();
     if !archived.is_empty() {
-        let (sql, args) = patch_statement(conn, "signal_history", &archived, "");
+        let (sql, args) = patch_statement(conn, "signal_history", &archived);
         conn.execute(&sql, args).await?;
     }
     Ok(())
 }
 
-/// The multi-row update of `patch_signals` against `table`, with `returning` appended.
-fn patch_statement<'a>(conn: &Conn<'_>, table: &str, p: &[&'a SignalPatch], returning: &str) -> (String, Args<'a>) {
+/// The multi-row update of `patch_signals` against `table` (aliased `q`).
+fn patch_statement<'a>(conn: &Conn<'_>, table: &str, p: &[&'a SignalPatch]) -> (String, Args<'a>) {
     let rows = RowSet::new()
         .col("id", p.iter().copied().map(|r| r.id))
         .col("delivered_at", p.iter().copied().map(|r| r.delivered_at))
@@ -211,7 +213,7 @@ fn patch_statement<'a>(conn: &Conn<'_>, table: &str, p: &[&'a SignalPatch], retu
     let mut args = conn.args();
     let src = args.rows(rows);
     let sql = format!(
-        "UPDATE {table} AS q SET {stamps} FROM {src} WHERE q.id = u.id{returning}",
+        "UPDATE {table} AS q SET {stamps} FROM {src} WHERE q.id = u.id",
         stamps = stamps("u", ["via", "session", "seq"], conn.dialect()),
     );
     (sql, args)

@@ -88,6 +88,18 @@ pub async fn doctor(log: &SharedLog, models: &ReadModels) -> Result<DoctorReport
         "run `signalbus admin rebuild`; if the rows come back, the stream holds conflicting events: report a bug",
     ));
 
+    let (count, sample) = models.inflight_mismatches().await?;
+    checks.push(check(
+        "inflight_list",
+        count == 0,
+        if count == 0 {
+            "the redelivery candidates list exactly the delivered, unacked signals".into()
+        } else {
+            format!("{count} signals are listed as in flight wrongly or missing from the list, e.g. {}", ids(&sample))
+        },
+        "run `signalbus admin rebuild`; if the mismatch comes back, report a bug",
+    ));
+
     let bounced = bounced_ids(log, last).await?;
     let mut present = Vec::new();
     for chunk in bounced.chunks(5_000) {

@@ -20,7 +20,9 @@
 //!   directive read model (`directives`, `directive_candidates`) in each of those layers.
 //!   `batch_groups`: the net effect of a batch's group events.
 //! - `apply`: one batch into the tables — checkpoint compare-and-set, one statement per row set,
-//!   recipient state — written once for both dialects; `apply_groups`: groups and members.
+//!   recipient state — written once for both dialects; `apply_groups`: groups and members;
+//!   `apply/inflight`: PostgreSQL's list of delivered, unacked rows (`signal_inflight`), kept in
+//!   the statements that stamp them, so an ack touches no index.
 //! - `read`: the `Queries` answers, written once for both dialects; `read_groups`: groups,
 //!   and the signals of one group send or correlation id (for recalling many).
 //! - `maint`: archiving, purging history, snapshots and the doctor's probes.

@@ -8,6 +8,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::apply::inflight;
 use crate::backend::Backend;
 use crate::batch::PROJECTION;
 use crate::dead_letter::DeadLetter;
@@ -57,11 +58,11 @@ impl Backend {
                 );
                 conn.execute(&sql, args).await?;
                 let mut args = conn.args();
-                let sql = format!(
+                let delete = format!(
                     "DELETE FROM signal_queue WHERE id IN (SELECT id FROM {})",
                     args.rows(RowSet::new().col("id", ids.iter().copied()))
                 );
-                conn.execute(&sql, args).await?;
+                conn.execute(&inflight::delete(conn.dialect(), delete), args).await?;
             }
             tx.commit().await?;
             total += ids.len() as u64;
@@ -188,6 +189,24 @@ impl Backend {
         let mut c = self.acquire().await?;
         let mut conn = c.conn();
         let rows = conn.fetch_all(&sql, conn.args()).await?;
+        let sample = rows.iter().take(10).map(|r| r.uuid("id")).collect::<Result<Vec<_>>>()?;
+        Ok((rows.len() as u64, sample))
+    }
+
+    /// See `ReadModels::inflight_mismatches`.
+    pub async fn inflight_mismatches(&self) -> Result<(u64, Vec<Uuid>)> {
+        let mut c = self.acquire().await?;
+        let mut conn = c.conn();
+        if !inflight::listed(conn.dialect()) {
+            return Ok((0, Vec::new()));
+        }
+        let sql = "SELECT q.id FROM signal_queue q WHERE q.delivered_at IS NOT NULL AND q.acked_at IS NULL \
+                     AND NOT EXISTS (SELECT 1 FROM signal_inflight f \
+                       WHERE f.tenant = q.tenant AND f.to_identity = q.to_identity AND f.id = q.id) \
+                   UNION ALL SELECT f.id FROM signal_inflight f WHERE NOT EXISTS (SELECT 1 FROM signal_queue q \
+                     WHERE q.id = f.id AND q.tenant = f.tenant AND q.to_identity = f.to_identity \
+                       AND q.delivered_at IS NOT NULL AND q.acked_at IS NULL)";
+        let rows = conn.fetch_all(sql, conn.args()).await?;
         let sample = rows.iter().take(10).map(|r| r.uuid("id")).collect::<Result<Vec<_>>>()?;
         Ok((rows.len() as u64, sample))
     }

@@ -156,6 +156,12 @@ impl ReadModels {
         self.backend.multi_terminal().await
     }
 
+    /// Delivered, unacked hot rows missing from the in-flight list, and entries of the list
+    /// without such a row: how many, and up to ten ids (none where a partial index lists them).
+    pub(crate) async fn inflight_mismatches(&self) -> Result<(u64, Vec<Uuid>)> {
+        self.backend.inflight_mismatches().await
+    }
+
     /// Which of `ids` have a signal row.
     pub(crate) async fn existing(&self, ids: &[Uuid]) -> Result<Vec<Uuid>> {
         self.backend.existing(ids).await

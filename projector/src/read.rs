@@ -7,6 +7,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::apply::inflight;
 use crate::backend::Backend;
 use crate::batch::PROJECTION;
 use crate::error::Result;
@@ -84,8 +85,18 @@ impl Backend {
         limit: u32,
     ) -> Result<Vec<SignalRow>> {
         // Two index-backed halves (pending; delivered-unacked) rather than one OR, so each uses
-        // its partial index. A scheduled row waits unseen until due or released
+        // its partial index or, for the second in PostgreSQL, the in-flight list
+        // (`apply/inflight.rs`). A scheduled row waits unseen until due or released
         // (`bus::schedule::is_visible`, the rule a delivery is decided by).
+        let mut c = self.acquire().await?;
+        let mut conn = c.conn();
+        let inflight = if inflight::listed(conn.dialect()) {
+            "signal_inflight f JOIN signal_queue q ON q.id = f.id \
+             JOIN agent_sessions s ON s.session_id = q.resolved_to_session WHERE f.tenant = $1 AND f.to_identity = $2"
+        } else {
+            "signal_queue q JOIN agent_sessions s ON s.session_id = q.resolved_to_session \
+             WHERE q.tenant = $1 AND q.to_identity = $2"
+        };
         let sql = format!(
             "SELECT {SIGNAL_COLS} FROM ( \
                SELECT * FROM (SELECT * FROM signal_queue WHERE tenant = $1 AND to_identity = $2 \
@@ -94,15 +105,11 @@ impl Backend {
                   AND (deliver_at IS NULL OR deliver_at <= $3 OR released_at IS NOT NULL) \
                 ORDER BY priority DESC, created_at ASC LIMIT $4) p \
                UNION ALL \
-               SELECT * FROM (SELECT q.* FROM signal_queue q \
-                JOIN agent_sessions s ON s.session_id = q.resolved_to_session \
-                WHERE q.tenant = $1 AND q.to_identity = $2 AND q.delivered_at IS NOT NULL AND q.acked_at IS NULL \
+               SELECT * FROM (SELECT q.* FROM {inflight} AND q.delivered_at IS NOT NULL AND q.acked_at IS NULL \
                   AND s.released_at IS NOT NULL AND (q.expires_at IS NULL OR q.expires_at > $3) \
                 ORDER BY q.priority DESC, q.created_at ASC LIMIT $4) r \
              ) d ORDER BY priority DESC, created_at ASC, id ASC LIMIT $4"
         );
-        let mut c = self.acquire().await?;
-        let mut conn = c.conn();
         let args = conn.args().bind(tenant).bind(identity).bind(now).bind(i64::from(limit));
         conn.fetch_all(&sql, args).await?.iter().map(signal_row).collect()
     }

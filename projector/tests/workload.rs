@@ -46,6 +46,7 @@ async fn caught_up(env: &Env) {
 
 /// Live tables, then a rebuild from the stream, must match row for row.
 async fn assert_equals_rebuild(env: &Env) {
+    assert_inflight_listed(env).await;
     let live = env.models.snapshot().await.unwrap();
     let indexes = env.pg_indexes().await;
     assert!(env.backend != "postgres" || indexes.iter().any(|d| d.contains("ix_signal_queue_expires_at")));
@@ -62,6 +63,15 @@ async fn assert_equals_rebuild(env: &Env) {
     );
     assert_eq!(live, rebuilt, "{}", live.diff(&rebuilt));
     assert_eq!(indexes, env.pg_indexes().await, "the rebuilt tables carry the same indexes");
+    assert_inflight_listed(env).await;
+}
+
+/// The redelivery candidates (PostgreSQL's `signal_inflight`) are exactly the delivered, unacked
+/// rows, as the doctor checks them.
+async fn assert_inflight_listed(env: &Env) {
+    let report = projector::doctor(&env.log, &env.models).await.unwrap();
+    let check = report.checks.iter().find(|c| c.name == "inflight_list").expect("the doctor checks the list");
+    assert!(check.ok, "{check:#?}");
 }
 
 /// The throughput scenario's shape (pushed sends, acks batched a few hundred events later, so

@@ -43,6 +43,9 @@ pub(crate) const TABLES: [&str; 13] = [
     "projection_checkpoints",
 ];
 
+/// The tables only PostgreSQL keeps (`apply/inflight.rs`), swapped by a rebuild with `TABLES`.
+pub(crate) const PG_TABLES: [&str; 1] = ["signal_inflight"];
+
 #[derive(Debug, Clone)]
 pub(crate) struct PgModels {
     pub pool: PgPool,

@@ -24,7 +24,7 @@ use chrono::Utc;
 use sqlx::{Connection, Executor, PgConnection};
 use uuid::Uuid;
 
-use super::{PgModels, MIGRATOR, TABLES, WRITER_LOCK};
+use super::{PgModels, MIGRATOR, PG_TABLES, TABLES, WRITER_LOCK};
 use crate::apply;
 use crate::batch::Batch;
 use crate::bisect::Sink;
@@ -155,7 +155,7 @@ async fn build_and_swap(
     let live = format!("\"{}\"", m.schema.replace('"', "\"\""));
     let old = format!("{scratch}_old");
     let mut ddl = format!("CREATE SCHEMA {old};");
-    for t in TABLES {
+    for t in TABLES.iter().chain(&PG_TABLES) {
         ddl.push_str(&format!("ALTER TABLE {live}.{t} SET SCHEMA {old}; ALTER TABLE {scratch}.{t} SET SCHEMA {live};"));
     }
     ddl.push_str(&format!("DROP SCHEMA {old} CASCADE; DROP SCHEMA {scratch};"));
