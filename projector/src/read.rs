@@ -126,10 +126,13 @@ impl Backend {
     }
 
     pub async fn list_signals(&self, q: &ListSignals) -> Result<Vec<SignalRow>> {
+        let mut c = self.acquire().await?;
+        let mut conn = c.conn();
+        let is = |column| conn.dialect().identity_is(column, "$1", "$2");
         let role = match q.role {
-            Some(Role::Sent) => "from_identity = $2",
-            Some(Role::Received) => "to_identity = $2",
-            None => "(from_identity = $2 OR to_identity = $2)",
+            Some(Role::Sent) => is("from_identity"),
+            Some(Role::Received) => is("to_identity"),
+            None => format!("({} OR {})", is("from_identity"), is("to_identity")),
         };
         let status = status_sql(q.status);
         let (cursor_at, cursor_id) = match q.cursor {
@@ -146,8 +149,6 @@ impl Backend {
                  ORDER BY created_at DESC, id DESC LIMIT $5) a \
              ) s ORDER BY created_at DESC, id DESC LIMIT $5"
         );
-        let mut c = self.acquire().await?;
-        let mut conn = c.conn();
         let args =
             conn.args().bind(&q.tenant).bind(&q.identity).bind(cursor_at).bind(cursor_id).bind(i64::from(q.limit));
         conn.fetch_all(&sql, args).await?.iter().map(signal_row).collect()

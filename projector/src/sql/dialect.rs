@@ -60,4 +60,20 @@ impl Dialect {
             Dialect::Sqlite => format!("json_array({cols})"),
         }
     }
+
+    /// The condition that selects the rows of `identity` (a placeholder) in `column`, within
+    /// `tenant` (a placeholder), in the shape the listing indexes are keyed by. In PostgreSQL
+    /// those are keyed by one 64-bit hash of both (schema/postgres/0010_listing_keys.sql), so
+    /// the condition asks for the hash and rechecks the identity on the row, which keeps a
+    /// collision of two hashes to rows read, never a row answered; `tenant` is the caller's
+    /// own condition. SQLite keeps the text keys.
+    pub fn identity_is(self, column: &str, tenant: &str, identity: &str) -> String {
+        match self {
+            Dialect::Postgres => format!(
+                "(hashtextextended(tenant || chr(31) || {column}, 0) = hashtextextended({tenant} || chr(31) || {identity}, 0) \
+                 AND {column} = {identity})"
+            ),
+            Dialect::Sqlite => format!("{column} = {identity}"),
+        }
+    }
 }

@@ -70,6 +70,14 @@ impl Env {
             .expect("list indexes")
     }
 
+    /// The one integer `sql` answers on the PostgreSQL read-model database (statistics, plans).
+    pub async fn pg_i64(&self, sql: &str) -> i64 {
+        use sqlx::Connection;
+        let db = self._pg.as_ref().expect("a PostgreSQL env");
+        let mut conn = sqlx::PgConnection::connect(db.url()).await.expect("connect");
+        sqlx::query_scalar(sql).fetch_one(&mut conn).await.expect("query")
+    }
+
     /// Runs one statement (valid in both dialects) on the read-model database, behind the
     /// projector's back: how tests plant what the projector would never write.
     pub async fn execute(&self, sql: &str) {
