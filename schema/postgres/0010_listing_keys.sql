@@ -2,8 +2,8 @@
 --
 -- Every send writes an entry in both listing indexes, and unlike the primary key (UUID v7 ids,
 -- appended at the index's right edge) those entries land in the middle of the index, one
--- descent from the root each. On a 2-core host the two cost ~40 % of the projector's insert of
--- a pushed send (docs/performance.md, 2026-12-03). Keyed by `hashtextextended(tenant || U+001F
+-- descent from the root each. On a 2-core host the two cost about a third of the projector's
+-- insert of a pushed send (docs/performance.md, 2026-12-03). Keyed by `hashtextextended(tenant || U+001F
 -- || identity, 0)` the entries are 32 bytes of fixed width instead of two texts compared under
 -- the database's collation: the same descent, cheaper comparisons and fewer pages.
 --

@@ -65,8 +65,8 @@ impl Dialect {
     /// `tenant` (a placeholder), in the shape the listing indexes are keyed by. In PostgreSQL
     /// those are keyed by one 64-bit hash of both (schema/postgres/0010_listing_keys.sql), so
     /// the condition asks for the hash and rechecks the identity on the row, which keeps a
-    /// collision of two hashes to rows read, never a row answered; `tenant` is the caller's
-    /// own condition. SQLite keeps the text keys.
+    /// collision of two hashes to rows read, never a row answered (the row's `tenant = …` is
+    /// the caller's own condition). SQLite keeps the text keys.
     pub fn identity_is(self, column: &str, tenant: &str, identity: &str) -> String {
         match self {
             Dialect::Postgres => format!(
